@@ -1,0 +1,390 @@
+"""The multi-head attention model of paper section 2 and its mean-field derivatives.
+
+One :class:`HeadModel` holds the fixed vocabulary projection ``W_out`` and the head size
+``d_k``; every function takes the heads as a tensor ``(N, d_omega)`` (an empirical measure,
+optionally weighted) and the data as a :class:`~mfattn.data.Dataset` whose average is the
+expectation ``E_X``.
+
+Engine qualities (``shared/DESIGN.md``):
+
+* batched over heads and samples (no Python loop over either); the only loops are over
+  *chunks* of heads and of samples, whose sizes bound the peak memory independently of N;
+* logits are a sum over heads, so they are accumulated chunk by chunk in model space
+  ``R^{d_x}``, and the fixed linear ``W_out`` is applied once, after the head sum;
+* gradients pull the shared residual ``softmax(z) - Y`` back through ``W_out`` once, then
+  through each chunk of heads with a hand-written backward pass of the attention head
+  (checked against autograd and finite differences in ``tests/test_model.py``).
+
+Used by every chapter; chapter 01 checks eqs. (12), (13), (18) numerically.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+
+from ._checks import check_dim, check_positive, check_tensor, check_weights
+from .data import Dataset
+from .softmax import cross_entropy
+
+__all__ = ["HeadModel"]
+
+_DEFAULT_BUDGET = 1 << 27  # bytes for the (chunk, samples, L, L) attention tensors
+
+
+def _blocks(n: int, size: int) -> Iterator[slice]:
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+class HeadModel:
+    r"""Single-layer causal multi-head attention with a fixed vocabulary projection (paper §2.2).
+
+    A head is a vector ``omega`` of length ``d_omega = 4 d_x d_k``: the row-major
+    flattening of ``W_Q (d_x, d_k)``, ``W_K (d_x, d_k)``, ``W_V (d_x, d_k)``,
+    ``W_O (d_k, d_x)``, concatenated in that order.
+
+    Parameters
+    ----------
+    W_out : Tensor (d_x, d_v)
+        Fixed vocabulary projection; fixes ``d_x``, ``d_v``, the dtype and the device.
+    d_k : int
+        Head (query/key/value) dimension.
+    chunk_size : int, optional
+        Heads per chunk. Default: chosen from ``memory_budget``.
+    sample_chunk : int, optional
+        Sequences per chunk. Default: chosen from ``memory_budget``.
+    memory_budget : int
+        Bytes allowed for the attention tensors ``(chunk, samples, L, L)`` of one chunk.
+    """
+
+    def __init__(
+        self,
+        W_out: torch.Tensor,
+        d_k: int,
+        *,
+        chunk_size: int | None = None,
+        sample_chunk: int | None = None,
+        memory_budget: int = _DEFAULT_BUDGET,
+    ):
+        check_tensor(W_out, "W_out", ndim=2)
+        check_positive(d_k, "d_k", integer=True)
+        if chunk_size is not None:
+            check_positive(chunk_size, "chunk_size", integer=True)
+        if sample_chunk is not None:
+            check_positive(sample_chunk, "sample_chunk", integer=True)
+        check_positive(memory_budget, "memory_budget", integer=True)
+        self.W_out = W_out
+        self.d_x, self.d_v = W_out.shape
+        self.d_k = d_k
+        self.d_omega = 4 * self.d_x * self.d_k
+        self.chunk_size = chunk_size
+        self.sample_chunk = sample_chunk
+        self.memory_budget = memory_budget
+        self._scale = 1.0 / math.sqrt(d_k)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.W_out.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.W_out.device
+
+    def to(self, device=None, dtype=None) -> "HeadModel":
+        return HeadModel(
+            self.W_out.to(device=device, dtype=dtype),
+            self.d_k,
+            chunk_size=self.chunk_size,
+            sample_chunk=self.sample_chunk,
+            memory_budget=self.memory_budget,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"HeadModel(d_x={self.d_x}, d_k={self.d_k}, d_v={self.d_v}, d_omega={self.d_omega}, "
+            f"dtype={self.dtype}, device={self.device})"
+        )
+
+    def unpack(self, omega: torch.Tensor):
+        """Split ``omega (..., d_omega)`` into ``W_Q, W_K, W_V (..., d_x, d_k)``, ``W_O (..., d_k, d_x)``."""
+        if not isinstance(omega, torch.Tensor) or omega.ndim < 1 or omega.shape[-1] != self.d_omega:
+            shape = tuple(omega.shape) if isinstance(omega, torch.Tensor) else type(omega).__name__
+            raise ValueError(f"omega: last dimension must be d_omega = {self.d_omega}, got {shape}")
+        m = self.d_x * self.d_k
+        lead = omega.shape[:-1]
+        W_Q = omega[..., 0 * m : 1 * m].reshape(*lead, self.d_x, self.d_k)
+        W_K = omega[..., 1 * m : 2 * m].reshape(*lead, self.d_x, self.d_k)
+        W_V = omega[..., 2 * m : 3 * m].reshape(*lead, self.d_x, self.d_k)
+        W_O = omega[..., 3 * m : 4 * m].reshape(*lead, self.d_k, self.d_x)
+        return W_Q, W_K, W_V, W_O
+
+    def pack(self, W_Q, W_K, W_V, W_O) -> torch.Tensor:
+        """Inverse of :meth:`unpack`."""
+        return torch.cat([W.flatten(-2) for W in (W_Q, W_K, W_V, W_O)], dim=-1)
+
+    # -------------------------------------------------------------- validation
+    def _check_heads(self, heads, name: str = "heads") -> torch.Tensor:
+        check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
+        check_dim(heads, name, 1, self.d_omega, "d_omega")
+        if heads.shape[0] < 1:
+            raise ValueError(f"{name}: needs at least one head")
+        return heads
+
+    def _check_X(self, X) -> torch.Tensor:
+        check_tensor(X, "X", ndim=3, dtype=self.dtype, device=self.device)
+        check_dim(X, "X", 2, self.d_x, "d_x")
+        return X
+
+    def _check_data(self, data) -> Dataset:
+        if not isinstance(data, Dataset):
+            raise ValueError(f"data: expected a mfattn.Dataset, got {type(data).__name__}")
+        if data.X.dtype != self.dtype or data.X.device != self.device:
+            raise ValueError(
+                f"data: dtype/device {data.X.dtype}/{data.X.device} differ from the model's "
+                f"{self.dtype}/{self.device}"
+            )
+        check_dim(data.X, "data.X", 2, self.d_x, "d_x")
+        check_dim(data.Y, "data.Y", 2, self.d_v, "d_v")
+        return data
+
+    def _check_measure(self, heads, weights):
+        heads = self._check_heads(heads)
+        return heads, check_weights(weights, heads.shape[0], heads)
+
+    # ------------------------------------------------------------ chunk sizes
+    def _chunks(self, n_samples: int, n_heads: int, L: int):
+        item = torch.finfo(self.dtype).bits // 8
+        per = 4 * L * L * item  # S, A, dA, dS for one (head, sample)
+        sb = self.sample_chunk or max(1, min(n_samples, self.memory_budget // per))
+        hb = self.chunk_size or max(1, min(n_heads, self.memory_budget // (per * sb)))
+        return sb, hb
+
+    def _future(self, L: int) -> torch.Tensor:
+        return torch.ones(L, L, dtype=torch.bool, device=self.device).triu(1)
+
+    # ----------------------------------------------------------- head kernels
+    def _forward(self, X: torch.Tensor, h: torch.Tensor):
+        """Head outputs ``A_omega(X) X W_V W_O`` in model space, shape (c, B, L, d_x).
+
+        Eqs. (5)-(7) without ``W_out``; returns the intermediates for :meth:`_backward`.
+        """
+        W_Q, W_K, W_V, W_O = self.unpack(h)
+        Xu = X.unsqueeze(0)  # (1, B, L, d_x)
+        Q = Xu @ W_Q.unsqueeze(1)  # (c, B, L, d_k)
+        K = Xu @ W_K.unsqueeze(1)
+        V = Xu @ W_V.unsqueeze(1)
+        S = (Q @ K.transpose(-1, -2)) * self._scale
+        S = S.masked_fill(self._future(X.shape[1]), float("-inf"))  # causal mask (5)
+        A = torch.softmax(S, dim=-1)  # row softmax (6)
+        AV = A @ V
+        out = AV @ W_O.unsqueeze(1)  # (c, B, L, d_x)
+        return out, (Q, K, V, A, AV, W_O)
+
+    def _backward(self, X: torch.Tensor, G: torch.Tensor, cache, per_sample: bool) -> torch.Tensor:
+        """Gradient in omega of ``sum_{b,l} <G[b,l], out_omega(X)[b,l]>`` for each head of a chunk.
+
+        ``G (B, L, d_x)`` is the pulled-back residual. Returns (c, d_omega), or
+        (c, B, d_omega) with ``per_sample`` (no sum over sequences).
+        """
+        Q, K, V, A, AV, W_O = cache
+        b = "b" if per_sample else ""
+        dW_O = torch.einsum(f"cblk,blx->c{b}kx", AV, G)
+        dAV = torch.einsum("blx,ckx->cblk", G, W_O)
+        dV = A.transpose(-1, -2) @ dAV
+        dA = dAV @ V.transpose(-1, -2)
+        dS = A * (dA - (dA * A).sum(-1, keepdim=True)) * self._scale  # softmax backward, (4)
+        dQ = dS @ K
+        dK = dS.transpose(-1, -2) @ Q
+        spec = f"bld,cblk->c{b}dk"
+        dW_Q = torch.einsum(spec, X, dQ)
+        dW_K = torch.einsum(spec, X, dK)
+        dW_V = torch.einsum(spec, X, dV)
+        return self.pack(dW_Q, dW_K, dW_V, dW_O)
+
+    def _logits_model_space(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor):
+        """``sum_i w_i A_i X W_V,i W_O,i`` (B, L, d_x), streamed over sample and head chunks."""
+        B, L, _ = X.shape
+        sb, hb = self._chunks(B, heads.shape[0], L)
+        acc = X.new_zeros(B, L, self.d_x)
+        for s in _blocks(B, sb):
+            for h in _blocks(heads.shape[0], hb):
+                out, _ = self._forward(X[s], heads[h])
+                acc[s] += torch.einsum("c,cblx->blx", weights[h], out)
+        return acc
+
+    def _logits(self, X, heads, weights):
+        return self._logits_model_space(X, heads, weights) @ self.W_out  # W_out once, eq. (8)
+
+    def _pullback(self, data: Dataset, heads, weights) -> torch.Tensor:
+        """Residual ``softmax(z^rho) - Y`` pulled back through ``W_out``: (n, L, d_x)."""
+        z = self._logits(data.X, heads, weights)
+        return (torch.softmax(z, dim=-1) - data.Y) @ self.W_out.T
+
+    def _phi(self, X, G, query) -> torch.Tensor:
+        B, L, _ = X.shape
+        sb, hb = self._chunks(B, query.shape[0], L)
+        phi = X.new_zeros(query.shape[0])
+        for s in _blocks(B, sb):
+            for h in _blocks(query.shape[0], hb):
+                out, _ = self._forward(X[s], query[h])
+                phi[h] += torch.einsum("cblx,blx->c", out, G[s])
+        return phi
+
+    def _grad(self, X, G, query, per_sample: bool = False) -> torch.Tensor:
+        B, L, _ = X.shape
+        M = query.shape[0]
+        sb, hb = self._chunks(B, M, L)
+        shape = (B, M, self.d_omega) if per_sample else (M, self.d_omega)
+        grad = X.new_zeros(shape)
+        for s in _blocks(B, sb):
+            for h in _blocks(M, hb):
+                _, cache = self._forward(X[s], query[h])
+                g = self._backward(X[s], G[s], cache, per_sample)
+                if per_sample:
+                    grad[s, h] = g.transpose(0, 1)
+                else:
+                    grad[h] += g
+        return grad
+
+    # -------------------------------------------------------------- public API
+    def features(self, X: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+        r"""Per-head logit features :math:`\psi(X;\omega_i)`, eq. (7): shape (N, B, L, d_v).
+
+        Materialises one feature map per head; the streamed sums (:meth:`logits`,
+        :meth:`risk`, ...) never do.
+        """
+        X = self._check_X(X)
+        heads = self._check_heads(heads)
+        B, L, _ = X.shape
+        sb, hb = self._chunks(B, heads.shape[0], L)
+        out = X.new_empty(heads.shape[0], B, L, self.d_v)
+        for s in _blocks(B, sb):
+            for h in _blocks(heads.shape[0], hb):
+                out[h, s] = self._forward(X[s], heads[h])[0] @ self.W_out
+        return out
+
+    def logits(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor | None = None):
+        r"""Mean-field logits :math:`z^\rho(X)=\sum_i w_i\psi(X;\omega_i)`, eq. (8): (B, L, d_v)."""
+        X = self._check_X(X)
+        heads, weights = self._check_measure(heads, weights)
+        return self._logits(X, heads, weights)
+
+    def risk(self, data: Dataset, heads: torch.Tensor, weights: torch.Tensor | None = None):
+        r"""Cross-entropy risk :math:`\mathcal E(\rho)`, eq. (10): 0-dim tensor.
+
+        ``E_X`` is the average over ``data``; log-sum-exp keeps it stable for large logits.
+        """
+        data = self._check_data(data)
+        heads, weights = self._check_measure(heads, weights)
+        return cross_entropy(data.Y, self._logits(data.X, heads, weights)).mean()
+
+    def first_variation(self, data: Dataset, query, heads, weights=None) -> torch.Tensor:
+        r"""First variation :math:`\Phi(\omega;\rho)`, eq. (11), at each query head: (M,).
+
+        ``rho`` is the measure of ``heads`` with ``weights``; ``query (M, d_omega)``.
+        """
+        data = self._check_data(data)
+        query = self._check_heads(query, "query")
+        heads, weights = self._check_measure(heads, weights)
+        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        return self._phi(data.X, G, query)
+
+    def grad_first_variation(self, data: Dataset, query, heads, weights=None) -> torch.Tensor:
+        r""":math:`\nabla_\omega\Phi(\omega;\rho)`, eq. (13), at each query head: (M, d_omega)."""
+        data = self._check_data(data)
+        query = self._check_heads(query, "query")
+        heads, weights = self._check_measure(heads, weights)
+        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        return self._grad(data.X, G, query)
+
+    def per_sample_grad_first_variation(self, data: Dataset, query, heads, weights=None):
+        r"""Per-sequence terms of (13): ``g[b, i] = (1/L) sum_l grad psi_l(X_b; q_i)^T r_l(X_b)``.
+
+        Shape (n, M, d_omega); their mean over ``b`` is :meth:`grad_first_variation`, and
+        ``-g[b]`` at ``query = heads`` is the stochastic gradient ``G_i`` of (17) on sample ``b``.
+        """
+        data = self._check_data(data)
+        query = self._check_heads(query, "query")
+        heads, weights = self._check_measure(heads, weights)
+        G = self._pullback(data, heads, weights) / data.L
+        return self._grad(data.X, G, query, per_sample=True)
+
+    def stochastic_gradient(self, sample: Dataset, heads, weights=None) -> torch.Tensor:
+        r"""Stochastic gradient :math:`G_i(\omega^k; X^{k+1})`, eq. (17): (N, d_omega).
+
+        ``sample`` holds the drawn sequence(s) (one sequence is the paper's SGD; several
+        average, i.e. a minibatch). Its conditional mean is ``-grad Phi(omega_i; rho)`` (18).
+        """
+        return -self.grad_first_variation(sample, heads, heads, weights)
+
+    def dissipation(self, data: Dataset, heads, weights=None) -> torch.Tensor:
+        r"""Dissipation :math:`\mathcal I(\rho)=\int\|\nabla\Phi(\omega;\rho)\|^2\rho(d\omega)`, eq. (38)."""
+        data = self._check_data(data)
+        heads, weights = self._check_measure(heads, weights)
+        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        g = self._grad(data.X, G, heads)
+        return (weights * (g * g).sum(-1)).sum()
+
+    def hessian_first_variation(self, data: Dataset, omega, heads, weights=None) -> torch.Tensor:
+        r"""Hessian in omega of :math:`\Phi(\omega;\rho)` with rho frozen: (d_omega, d_omega).
+
+        With ``heads = omega[None]`` this is :math:`H_0` of eq. (50). Computed by autograd of
+        the head map (one head; not a hot path).
+        """
+        data = self._check_data(data)
+        omega = self._check_omega(omega)
+        heads, weights = self._check_measure(heads, weights)
+        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        return self._hessian_phi(data.X, G, omega)
+
+    def _check_omega(self, omega) -> torch.Tensor:
+        check_tensor(omega, "omega", ndim=1, dtype=self.dtype, device=self.device)
+        check_dim(omega, "omega", 0, self.d_omega, "d_omega")
+        return omega
+
+    def _hessian_phi(self, X, G, omega):
+        sb, _ = self._chunks(X.shape[0], 1, X.shape[1])
+        H = X.new_zeros(self.d_omega, self.d_omega)
+        for s in _blocks(X.shape[0], sb):
+            Xs, Gs = X[s], G[s]
+
+            def phi(w):
+                return (self._forward(Xs, w.unsqueeze(0))[0][0] * Gs).sum()
+
+            H += torch.func.hessian(phi)(omega)
+        return H
+
+    def translation_hessian(self, data: Dataset, omega) -> torch.Tensor:
+        r"""Translation Hessian :math:`H_{tr}`, eq. (59), at omega: (d_omega, d_omega).
+
+        :math:`H_{tr} = H_0 + E_X[\frac1L\sum_l J_l^\top S_l J_l]` with ``J_l`` the Jacobian of
+        :math:`\psi_l(X;\omega)` and :math:`S_l` the softmax Jacobian (4) at
+        :math:`\psi_l(X;\omega)`. For every omega (stationary or not) this equals the Hessian of
+        the single-head risk :math:`\omega\mapsto\mathcal E(\delta_\omega)`.
+        """
+        data = self._check_data(data)
+        omega = self._check_omega(omega)
+        heads = omega.unsqueeze(0)
+        ones = omega.new_ones(1)
+        G = self._pullback(data, heads, ones) / (data.n * data.L)
+        H = self._hessian_phi(data.X, G, omega)
+        sb, _ = self._chunks(data.n, 1, data.L)
+        scale = 1.0 / (data.n * data.L)
+        for s in _blocks(data.n, sb):
+            Xs = data.X[s]
+
+            def head_out(w):
+                return self._forward(Xs, w.unsqueeze(0))[0][0]
+
+            J = torch.func.jacfwd(head_out)(omega)  # (B, L, d_x, d_omega)
+            J = torch.einsum("blxw,xv->blvw", J, self.W_out)  # Jacobian of psi
+            p = torch.softmax(head_out(omega) @ self.W_out, dim=-1)
+            pJ = torch.einsum("blv,blvw->blw", p, J)
+            H += scale * (
+                torch.einsum("blv,blvw,blvu->wu", p, J, J) - torch.einsum("blw,blu->wu", pJ, pJ)
+            )
+        return H
