@@ -1,0 +1,61 @@
+# mfattn: the two commands of the README are `make book` and `make test`.
+# Each creates .venv on first use and installs the pinned dependencies.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CHAPTERS := $(wildcard notebooks/*.md)
+
+# Tool state stays in the build folder, never in the user's home.
+STATE := $(CURDIR)/_build/.state
+export MPLCONFIGDIR := $(STATE)/matplotlib
+export IPYTHONDIR := $(STATE)/ipython
+export JUPYTER_RUNTIME_DIR := $(STATE)/jupyter-runtime
+export JUPYTER_CONFIG_DIR := $(STATE)/jupyter-config
+export JUPYTER_DATA_DIR := $(STATE)/jupyter-data
+export XDG_CACHE_HOME := $(STATE)/cache
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+# Progress bars write rates to stderr; committed and re-executed outputs must compare exactly.
+export TQDM_DISABLE := 1
+
+.PHONY: help venv test unit nbval book execute clean
+help:
+	@echo "make book     build the book (executes every chapter, ci profile) into _build/html"
+	@echo "make test     unit and oracle tests, chapter sync check, nbval over the committed notebooks"
+	@echo "make execute  re-execute notebooks/*.md into the committed notebooks/*.ipynb (ci profile)"
+	@echo "make clean    remove _build and runs"
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r requirements.txt -c constraints.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	@mkdir -p $(STATE)
+	touch $@
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	@mkdir -p $(STATE)
+	$(BIN)/python -m pytest -p no:cacheprovider tests notebooks \
+		--nbval --nbval-current-env --nbval-sanitize-with nbval-sanitize.cfg \
+		--nbval-cell-timeout=900
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider tests
+
+nbval: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider notebooks \
+		--nbval --nbval-current-env --nbval-sanitize-with nbval-sanitize.cfg --nbval-cell-timeout=900
+
+book: $(STAMP)
+	@mkdir -p $(STATE)
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "open _build/html/index.html"
+
+execute: $(STAMP)
+	@mkdir -p $(STATE)
+	for md in $(CHAPTERS); do $(BIN)/python -m mfattn run $$md --inplace --quiet || exit 1; done
+
+clean:
+	rm -rf _build runs

@@ -1,0 +1,90 @@
+"""Helpers every chapter uses: profiles, device choice, verdicts.
+
+A chapter's ``parameters`` cell sets ``profile`` and leaves each size at ``None``;
+:func:`resolve_profile` fills the ``None`` entries from the profile table, so papermill can
+still override any single parameter. A chapter ends with :func:`report`, which prints each
+verdict (measured value, the paper's prediction, tolerance, PASS/FAIL) with figures rounded so
+that nbval compares them exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+
+
+def resolve_profile(profiles: dict, profile: str, **overrides) -> SimpleNamespace:
+    """Settings of ``profile`` with every non-``None`` override applied.
+
+    Raises ``ValueError`` for an unknown profile or an override the profile does not define.
+    """
+    if profile not in profiles:
+        raise ValueError(f"profile: {profile!r} is not one of {sorted(profiles)}")
+    cfg = dict(profiles[profile])
+    for k, v in overrides.items():
+        if k not in cfg:
+            raise ValueError(f"{k}: not a setting of profile {profile!r}")
+        if v is not None:
+            cfg[k] = v
+    return SimpleNamespace(profile=profile, **cfg)
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """``"auto"`` is CUDA when present, else CPU; anything else is passed to ``torch.device``."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device: {device!r} is not a device ({e})") from None
+
+
+def fmt(x: float) -> str:
+    """Scientific notation with three significant digits (the nbval sanitiser keeps two)."""
+    return f"{x:.2e}" if math.isfinite(x) else str(x)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: str  # what is checked, with the paper's reference
+    measured: float
+    predicted: str  # the paper's prediction, as text (a value, a bound, an interval)
+    tolerance: str  # the tolerance and where it comes from
+    passed: bool
+
+    def line(self) -> str:
+        return (
+            f"[{'PASS' if self.passed else 'FAIL'}] {self.claim}\n"
+            f"       measured {fmt(self.measured)} | predicted {self.predicted} | tolerance {self.tolerance}"
+        )
+
+
+def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "") -> Verdict:
+    """PASS when ``|measured - predicted| <= tol``."""
+    ok = math.isfinite(measured) and abs(measured - predicted) <= tol
+    return Verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""), ok)
+
+
+def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "") -> Verdict:
+    """PASS when ``measured <= bound + tol``."""
+    ok = math.isfinite(measured) and measured <= bound + tol
+    return Verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok)
+
+
+def check_fit(claim: str, fit, predicted: float, why: str = "") -> Verdict:
+    """PASS when the fitted slope's confidence interval contains ``predicted``."""
+    tol = f"{fit.level:.0%} CI [{fit.slope_lo:+.3f}, {fit.slope_hi:+.3f}]" + (f" ({why})" if why else "")
+    return Verdict(claim, fit.slope, f"{predicted:+.3f}", tol, fit.contains(predicted))
+
+
+def report(verdicts) -> bool:
+    """Print every verdict and a closing count; return True when all passed."""
+    verdicts = list(verdicts)
+    for v in verdicts:
+        print(v.line())
+    n_fail = sum(not v.passed for v in verdicts)
+    print(f"verdicts: {len(verdicts) - n_fail} PASS, {n_fail} FAIL")
+    return n_fail == 0

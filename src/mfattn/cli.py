@@ -1,0 +1,130 @@
+"""Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill.
+
+The chapter's jupytext MyST source ``notebooks/CHAPTER.md`` is converted to a notebook and
+executed with the given parameters. The executed copy goes to a fresh run folder
+(``runs/CHAPTER/YYYYmmdd-HHMMSS``) or ``--out``; the committed ``notebooks/CHAPTER.ipynb`` is
+replaced only with ``--inplace``, which refuses overrides (committed notebooks are the ``ci``
+profile at its defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as _dt
+import sys
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The checkout that holds ``notebooks/``: the current folder or an ancestor, else the
+    checkout this package was installed from in editable mode."""
+    for base in [Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parents[2]]:
+        if (base / "notebooks").is_dir() and (base / "_toc.yml").is_file():
+            return base
+    raise SystemExit("mfattn: no notebooks/ folder found (run from the companion's checkout)")
+
+
+def chapters(root: Path) -> list[str]:
+    return sorted(p.stem for p in (root / "notebooks").glob("*.md"))
+
+
+def find_chapter(root: Path, name: str) -> Path:
+    stem = Path(name).stem
+    names = chapters(root)
+    match = [c for c in names if c == stem] or [c for c in names if c.startswith(stem)]
+    if len(match) != 1:
+        raise SystemExit(f"mfattn: chapter {name!r} matches {match or 'nothing'}; chapters: {', '.join(names)}")
+    return root / "notebooks" / f"{match[0]}.md"
+
+
+def parse_value(text: str):
+    """A Python literal when the text is one (``3``, ``1e-3``, ``[1, 2]``, ``None``), else the string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def strip_papermill(nb) -> None:
+    """Remove the run-specific metadata papermill adds, so committed notebooks diff cleanly."""
+    nb.metadata.pop("papermill", None)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+
+
+def run(args) -> Path:
+    import jupytext
+    import nbformat
+    import papermill as pm
+
+    root = repo_root()
+    src = find_chapter(root, args.chapter)
+    params = {name: parse_value(value) for name, value in args.param}
+    if args.profile is not None:
+        params["profile"] = args.profile
+    if args.inplace and params:
+        raise SystemExit("mfattn: --inplace writes the committed ci-profile notebook; it takes no -p/--profile")
+    if args.inplace:
+        out_dir = src.parent
+    elif args.out:
+        out_dir = Path(args.out)
+    else:
+        out_dir = root / "runs" / src.stem / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{src.stem}.ipynb"
+    committed = (src.parent / f"{src.stem}.ipynb").resolve()
+    if target.resolve() == committed and not args.inplace:
+        raise SystemExit(f"mfattn: {target} is the committed notebook; use --inplace to replace it")
+
+    nb = jupytext.read(src)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source_nb = out_dir / f".{src.stem}.source.ipynb"
+    nbformat.write(nb, source_nb)
+    try:
+        known = pm.inspect_notebook(str(source_nb))
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise SystemExit(f"mfattn: unknown parameter(s) {unknown}; {src.stem} takes {sorted(known)}")
+        pm.execute_notebook(
+            str(source_nb),
+            str(target),
+            parameters=params,
+            kernel_name="python3",
+            cwd=str(src.parent),
+            progress_bar=not args.quiet,
+            execution_timeout=args.timeout,
+        )
+    finally:
+        source_nb.unlink(missing_ok=True)
+    if args.inplace:
+        executed = nbformat.read(target, as_version=4)
+        strip_papermill(executed)
+        nbformat.write(executed, target)
+    print(f"executed {src.name} -> {target}")
+    return target
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mfattn", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="execute a chapter with parameters (papermill)")
+    p_run.add_argument("chapter", help="chapter name or prefix, e.g. 01-preliminaries or 01")
+    p_run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    p_run.add_argument("--profile", help="profile of sizes: ci (default) or paper")
+    p_run.add_argument("--out", help="folder for the executed notebook (default: a new runs/ folder)")
+    p_run.add_argument("--inplace", action="store_true", help="replace the committed notebooks/CHAPTER.ipynb")
+    p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p_run.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.add_parser("list", help="list the chapters")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print("\n".join(chapters(repo_root())))
+        return 0
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Growth of the derivatives of the head feature map with the parameter radius (Proposition 3.4).
+
+Used by chapter 01. Proposition 3.4 says each ``sup ||D^m psi_l(X; omega)||`` over
+``||omega|| <= M`` is finite; it does not say how it grows. Here it is estimated by directional
+derivatives ``D^m psi_l(X; omega)[u, ..., u]`` (exact, by nested forward-mode AD), whose
+supremum over unit ``u`` is the operator norm of the symmetric m-linear map.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ._checks import check_positive, check_tensor
+from .model import HeadModel, _blocks
+
+
+class DerivativeSup(NamedTuple):
+    """Estimated suprema of directional derivatives of psi, per radius and order."""
+
+    radii: torch.Tensor  # (R,) radii M of the parameter sphere
+    sup: torch.Tensor  # (R, max_order + 1): max over points, directions, sequences, positions
+    #: of ||D^m psi_l(X; omega)[u]^m||_2 with ||omega|| = M, ||u|| = 1
+
+
+def _directional(f, order: int):
+    """Functions h -> D^m f(h)[u]^m for m = 0..order, by nested torch.func.jvp."""
+    fns = [lambda h, u: f(h)]
+    for _ in range(order):
+        prev = fns[-1]
+        fns.append(lambda h, u, prev=prev: torch.func.jvp(lambda x: prev(x, u), (h,), (u,))[1])
+    return fns
+
+
+def feature_derivative_sup(
+    model: HeadModel,
+    X: torch.Tensor,
+    radii,
+    *,
+    n_points: int = 16,
+    n_directions: int = 8,
+    max_order: int = 3,
+    generator: torch.Generator,
+) -> DerivativeSup:
+    r"""Estimate :math:`C_m(M)=\sup\|\nabla^m_\omega\psi_l(X;\omega)\|` of Proposition 3.4.
+
+    ``n_points`` unit vectors ``p`` and, for each, ``n_directions`` unit directions ``u`` are
+    drawn once; at every radius ``M`` the heads ``M p`` are used, so that the estimates at
+    different radii compare the same points. The result is a lower estimate of the
+    supremum over the ball (sampled on its boundary sphere, over the sequences of ``X``).
+    """
+    if not isinstance(model, HeadModel):
+        raise ValueError("model: expected a HeadModel")
+    X = model._check_X(X)
+    radii = torch.as_tensor(radii, dtype=torch.float64)
+    if radii.ndim != 1 or radii.numel() < 1 or not bool((radii > 0).all()) or not bool(torch.isfinite(radii).all()):
+        raise ValueError("radii: expected a 1-D sequence of positive finite radii")
+    for k, v in dict(n_points=n_points, n_directions=n_directions).items():
+        check_positive(v, k, integer=True)
+    check_positive(max_order, "max_order", integer=True, allow_zero=True)
+    if not isinstance(generator, torch.Generator):
+        raise ValueError("generator: expected a torch.Generator")
+
+    def unit(k):
+        v = torch.randn(k, model.d_omega, generator=generator, dtype=torch.float64)
+        return v / v.norm(dim=1, keepdim=True)
+
+    P = unit(n_points).repeat_interleave(n_directions, 0).to(model.dtype).to(model.device)
+    U = unit(n_points * n_directions).to(model.dtype).to(model.device)
+
+    def psi(h):
+        return model._forward(X, h)[0] @ model.W_out
+
+    fns = _directional(psi, max_order)
+    sup = torch.zeros(radii.numel(), max_order + 1, dtype=torch.float64)
+    _, hb = model._chunks(X.shape[0], P.shape[0], X.shape[1])
+    hb = max(1, hb // (2**max_order))  # nested jvp holds ~2^m copies of the intermediates
+    for r, M in enumerate(radii.tolist()):
+        for s in _blocks(P.shape[0], hb):
+            for m, fn in enumerate(fns):
+                d = fn(M * P[s], U[s])  # (c, B, L, d_v)
+                sup[r, m] = max(sup[r, m], float(d.norm(dim=-1).max()))
+    return DerivativeSup(radii, sup)

@@ -1,0 +1,200 @@
+"""Seeded tasks that build a model and a dataset (used by every chapter).
+
+All random draws happen on the CPU in float64 through one explicit ``torch.Generator``
+seeded by ``seed``, and are cast afterwards, so a seed gives the same task on every device
+and dtype. Conventions shared by the tasks:
+
+* a vocabulary of ``V`` tokens embedded by ``E (V, d_x)`` with N(0, 1/d_x) entries, so that
+  token vectors have norm about one;
+* a fixed vocabulary projection ``W_out (d_x, d_v)`` with N(0, 1) entries, drawn separately
+  (the paper fixes ``W_out``; it is not tied to ``E``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ._checks import check_positive
+from .data import Dataset
+from .model import HeadModel
+from .softmax import entropy
+
+__all__ = ["Task", "teacher_task", "markov_task", "text_task"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A model with its dataset and what is known exactly about the task."""
+
+    name: str
+    model: HeadModel
+    data: Dataset
+    embedding: torch.Tensor  # (V, d_x) token embedding
+    tokens: torch.Tensor  # (n, L) input token ids
+    teacher_heads: torch.Tensor | None = None  # (N*, d_omega), teacher task only
+    teacher_weights: torch.Tensor | None = None  # (N*,)
+    #: exact infimum of the risk (10) over measures (teacher task): mean label entropy,
+    #: attained by the teacher since E(rho) = mean entropy + mean KL(Y || softmax z^rho)
+    optimal_risk: float | None = None
+    #: Markov task: mean entropy of the true next-token law at the dataset's positions,
+    #: i.e. the expected risk of the Bayes predictor (a reference level, not a bound on
+    #: the empirical risk of this finite dataset)
+    bayes_risk: float | None = None
+    vocab: tuple[str, ...] | None = None  # text task: the character of each token id
+
+
+def _common(seed, dims: dict):
+    check_positive(seed, "seed", integer=True, allow_zero=True)
+    for k, v in dims.items():
+        check_positive(v, k, integer=True)
+    return torch.Generator().manual_seed(seed)
+
+
+def _embedding(V, d_x, d_v, g):
+    E = torch.randn(V, d_x, generator=g, dtype=torch.float64) / d_x**0.5
+    W_out = torch.randn(d_x, d_v, generator=g, dtype=torch.float64)
+    return E, W_out
+
+
+def _to(t, dtype, device):
+    return t.to(device=device, dtype=dtype)
+
+
+def teacher_task(
+    *,
+    n: int = 256,
+    L: int = 8,
+    d_x: int = 4,
+    d_k: int = 2,
+    d_v: int = 5,
+    vocab_size: int = 16,
+    n_teacher: int = 3,
+    teacher_scale: float = 1.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device="cpu",
+) -> Task:
+    r"""Soft labels of a teacher measure: ``Y = softmax(z^{rho*}(X))``.
+
+    The teacher is ``n_teacher`` heads with N(0, teacher_scale^2) entries and uniform
+    weights; tokens are i.i.d. uniform over the vocabulary. Because the cross-entropy with
+    soft labels is ``H(Y) + KL(Y || softmax z)``, the infimum of (10) over any set of measures
+    that contains the teacher is the mean label entropy, attained by the teacher.
+    """
+    g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k, d_v=d_v, vocab_size=vocab_size, n_teacher=n_teacher))
+    check_positive(teacher_scale, "teacher_scale")
+    E, W_out = _embedding(vocab_size, d_x, d_v, g)
+    model64 = HeadModel(W_out, d_k)
+    teacher = teacher_scale * torch.randn(n_teacher, model64.d_omega, generator=g, dtype=torch.float64)
+    tokens = torch.randint(vocab_size, (n, L), generator=g)
+    X = E[tokens]
+    Y = torch.softmax(model64.logits(X, teacher), dim=-1)
+    opt = float(entropy(Y).mean())
+    model = model64.to(device=device, dtype=dtype)
+    return Task(
+        name="teacher",
+        model=model,
+        data=Dataset(_to(X, dtype, device), _to(Y, dtype, device)),
+        embedding=_to(E, dtype, device),
+        tokens=tokens.to(device),
+        teacher_heads=_to(teacher, dtype, device),
+        teacher_weights=torch.full((n_teacher,), 1.0 / n_teacher, dtype=dtype, device=device),
+        optimal_risk=opt,
+    )
+
+
+def markov_task(
+    *,
+    n: int = 256,
+    L: int = 8,
+    d_x: int = 4,
+    d_k: int = 2,
+    vocab_size: int = 6,
+    sharpness: float = 2.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device="cpu",
+) -> Task:
+    r"""Next-token prediction on a Markov chain with one-hot labels (the paper's setting).
+
+    Transition matrix ``P = softmax(sharpness * G)`` row-wise with ``G`` standard normal;
+    the first token is uniform; ``Y_l`` is the one-hot of token ``l+1``; ``d_v = vocab_size``.
+    """
+    g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k, vocab_size=vocab_size))
+    check_positive(sharpness, "sharpness", allow_zero=True)
+    E, W_out = _embedding(vocab_size, d_x, vocab_size, g)
+    P = torch.softmax(sharpness * torch.randn(vocab_size, vocab_size, generator=g, dtype=torch.float64), -1)
+    ids = torch.empty(n, L + 1, dtype=torch.long)
+    ids[:, 0] = torch.randint(vocab_size, (n,), generator=g)
+    for l in range(L):  # loop over positions (data generation), vectorised over sequences
+        ids[:, l + 1] = torch.multinomial(P[ids[:, l]], 1, generator=g).squeeze(1)
+    X = E[ids[:, :L]]
+    Y = torch.nn.functional.one_hot(ids[:, 1:], vocab_size).to(torch.float64)
+    bayes = float(entropy(P[ids[:, :L]]).mean())
+    return Task(
+        name="markov",
+        model=HeadModel(W_out, d_k).to(device=device, dtype=dtype),
+        data=Dataset(_to(X, dtype, device), _to(Y, dtype, device)),
+        embedding=_to(E, dtype, device),
+        tokens=ids[:, :L].to(device),
+        bayes_risk=bayes,
+    )
+
+
+_OTHER = "\u00a4"  # the token standing for every character outside the alphabet
+
+
+def _corpus() -> str:
+    from pydoc_data.topics import topics
+
+    text = " ".join(topics[k] for k in sorted(topics)).lower()
+    return re.sub(r"\s+", " ", text)
+
+
+def text_task(
+    *,
+    n: int = 256,
+    L: int = 16,
+    d_x: int = 8,
+    d_k: int = 2,
+    alphabet: str = "abcdefghijklmnopqrstuvwxyz .",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device="cpu",
+) -> Task:
+    """Character-level next-token prediction on English text shipped with CPython.
+
+    The corpus is ``pydoc_data.topics`` (the help texts of the Python language reference),
+    lower-cased, with whitespace runs collapsed to one space. Characters of ``alphabet`` are
+    tokens; every other character maps to one extra token. ``n`` windows of ``L + 1``
+    characters start at seeded uniform offsets; ``d_v`` is the vocabulary size.
+    """
+    g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k))
+    if not isinstance(alphabet, str) or len(set(alphabet)) != len(alphabet) or not alphabet.isascii() or not alphabet:
+        raise ValueError("alphabet: expected a non-empty string of distinct ASCII characters")
+    vocab = tuple(alphabet) + (_OTHER,)
+    V = len(vocab)
+    lut = np.full(256, V - 1, dtype=np.int64)
+    for i, c in enumerate(alphabet):
+        lut[ord(c)] = i
+    raw = np.frombuffer(_corpus().encode("ascii", errors="replace"), dtype=np.uint8)
+    stream = torch.from_numpy(lut[raw])
+    if stream.numel() < L + 2:
+        raise ValueError(f"L: longer than the corpus ({stream.numel()} characters)")
+    E, W_out = _embedding(V, d_x, V, g)
+    start = torch.randint(stream.numel() - L - 1, (n,), generator=g)
+    ids = stream[start[:, None] + torch.arange(L + 1)]
+    X = E[ids[:, :L]]
+    Y = torch.nn.functional.one_hot(ids[:, 1:], V).to(torch.float64)
+    return Task(
+        name="text",
+        model=HeadModel(W_out, d_k).to(device=device, dtype=dtype),
+        data=Dataset(_to(X, dtype, device), _to(Y, dtype, device)),
+        embedding=_to(E, dtype, device),
+        tokens=ids[:, :L].to(device),
+        vocab=vocab,
+    )

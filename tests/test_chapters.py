@@ -1,0 +1,74 @@
+"""The chapter pipeline: source/notebook sync, parameters cells, and the `run` command."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "notebooks").glob("*.md"))
+TOC = (ROOT / "_toc.yml").read_text()
+
+
+def test_there_are_chapters():
+    assert SOURCES, "no notebooks/*.md"
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.stem)
+def test_committed_notebook_is_in_sync_with_its_source(md):
+    """The committed .ipynb must be the executed form of the current .md (run `make execute`)."""
+    nb_path = md.with_suffix(".ipynb")
+    assert nb_path.exists(), f"{nb_path.name} missing: run make execute"
+    rendered = jupytext.writes(jupytext.read(nb_path), fmt="md:myst")
+    assert rendered == md.read_text(), f"{nb_path.name} is out of sync with {md.name}: run make execute"
+    nb = nbformat.read(nb_path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.get("execution_count") for c in code), "notebook has unexecuted cells"
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.stem)
+def test_chapter_has_parameters_profile_verdict_and_toc_entry(md):
+    nb = jupytext.read(md)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and 'profile = "ci"' in params[0].source
+    assert "report(" in nb.cells[-1].source, "a chapter ends with its verdict cell"
+    assert f"notebooks/{md.stem}" in TOC
+
+
+def run_cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "mfattn", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_run_executes_with_overrides_and_writes_to_the_chosen_folder(tmp_path):
+    tiny = dict(n_logits=20, n_points=2, n_directions=2, n_radii=3, n_smooth_seqs=4, n_heads=6, n_replicates=12,
+                seed=4)
+    args = [x for k, v in tiny.items() for x in ("-p", k, str(v))]
+    res = run_cli("run", "01", *args, "--out", str(tmp_path), "--quiet")
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = nbformat.read(tmp_path / "01-preliminaries.ipynb", as_version=4)
+    injected = [c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and "n_heads = 6" in injected[0].source
+    text = "".join(o.get("text", "") for c in out.cells if c.cell_type == "code" for o in c.outputs)
+    assert "n_heads=6" in text and "n_replicates=12" in text  # the overrides reached the run
+    assert "verdicts:" in text
+
+
+def test_run_rejects_unknown_parameters_and_protects_committed_notebooks(tmp_path):
+    res = run_cli("run", "01-preliminaries", "-p", "no_such_parameter", "1", "--out", str(tmp_path))
+    assert res.returncode != 0 and "unknown parameter" in res.stderr
+    res = run_cli("run", "01-preliminaries", "--out", str(ROOT / "notebooks"))
+    assert res.returncode != 0 and "--inplace" in res.stderr
+    res = run_cli("run", "01-preliminaries", "--inplace", "-p", "seed", "1")
+    assert res.returncode != 0 and "takes no" in res.stderr
+    res = run_cli("run", "99-nothing")
+    assert res.returncode != 0 and "chapters:" in res.stderr
+
+
+def test_list_names_the_chapters():
+    res = run_cli("list")
+    assert res.returncode == 0 and res.stdout.split() == [p.stem for p in SOURCES]

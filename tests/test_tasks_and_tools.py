@@ -1,0 +1,143 @@
+"""Tasks, rate fits, profiles/verdicts and the Proposition 3.4 estimator."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from mfattn import entropy
+from mfattn.book import Verdict, check_at_most, check_close, check_fit, report, resolve_profile
+from mfattn.fitting import loglog_fit
+from mfattn.smoothness import feature_derivative_sup
+from mfattn.tasks import _OTHER, _corpus, markov_task, teacher_task, text_task
+
+
+def test_teacher_optimal_risk_is_attained_and_is_a_lower_bound():
+    T = teacher_task(n=64, seed=3)
+    at_teacher = float(T.model.risk(T.data, T.teacher_heads, T.teacher_weights))
+    assert math.isclose(at_teacher, T.optimal_risk, rel_tol=1e-12)
+    g = torch.Generator().manual_seed(0)
+    for scale in (1e-3, 1e-1, 1.0):
+        other = T.teacher_heads + scale * torch.randn(T.teacher_heads.shape, generator=g, dtype=torch.float64)
+        assert float(T.model.risk(T.data, other)) > T.optimal_risk
+    # the optimum is a stationary point: grad Phi(.; teacher) vanishes at the teacher's heads
+    grad = T.model.grad_first_variation(T.data, T.teacher_heads, T.teacher_heads, T.teacher_weights)
+    assert float(grad.abs().max()) < 1e-12
+
+
+def test_tasks_are_seeded_and_device_independent():
+    for make in (teacher_task, markov_task, text_task):
+        a, b, c = make(n=16, seed=5), make(n=16, seed=5), make(n=16, seed=6)
+        assert torch.equal(a.data.X, b.data.X) and torch.equal(a.data.Y, b.data.Y)
+        assert torch.equal(a.model.W_out, b.model.W_out)
+        assert not torch.equal(a.data.X, c.data.X)
+        f = make(n=16, seed=5, dtype=torch.float32)
+        assert f.data.X.dtype == torch.float32 and f.model.dtype == torch.float32
+        torch.testing.assert_close(f.data.X.double(), a.data.X, rtol=1e-6, atol=1e-7)
+
+
+def test_markov_task_labels_are_the_next_tokens():
+    T = markov_task(n=32, L=6, vocab_size=5, seed=1)
+    labels = T.data.Y.argmax(-1)
+    assert torch.equal(T.data.Y.sum(-1), torch.ones(32, 6, dtype=torch.float64))
+    assert torch.equal(labels[:, :-1], T.tokens[:, 1:])  # Y_l is the token at position l + 1
+    torch.testing.assert_close(T.data.X, T.embedding[T.tokens])
+    assert 0 < T.bayes_risk < math.log(5)
+
+
+def test_text_task_windows_are_corpus_substrings():
+    T = text_task(n=8, L=12, seed=2)
+    text = _corpus()
+    alphabet = "".join(T.vocab[:-1])
+    other = "[^" + re.escape(alphabet) + "]"
+    ids = torch.cat([T.tokens, T.data.Y[:, -1:].argmax(-1)], 1)
+    for row in ids:
+        pattern = "".join(other if T.vocab[i] == _OTHER else re.escape(T.vocab[i]) for i in row)
+        assert re.search(pattern, text), pattern
+    assert T.model.d_v == len(T.vocab) == 29
+
+
+@pytest.mark.parametrize("make", [teacher_task, markov_task, text_task])
+def test_task_arguments_are_checked(make):
+    with pytest.raises(ValueError, match="^n"):
+        make(n=0)
+    with pytest.raises(ValueError, match="^seed"):
+        make(seed=-1)
+
+
+def test_loglog_fit_recovers_exact_and_noisy_power_laws():
+    x = np.logspace(0, 3, 12)
+    fit = loglog_fit(x, 3.0 * x**-0.5)
+    assert math.isclose(fit.slope, -0.5, abs_tol=1e-12) and math.isclose(math.exp(fit.intercept), 3.0, rel_tol=1e-12)
+    rng = np.random.default_rng(0)
+    covered = 0
+    for _ in range(400):  # 95% intervals cover the true slope about 95% of the time
+        y = 2.0 * x**1.5 * np.exp(0.1 * rng.standard_normal(x.size))
+        covered += loglog_fit(x, y).contains(1.5)
+    assert 0.92 <= covered / 400 <= 0.98
+    with pytest.raises(ValueError, match="^y"):
+        loglog_fit(x, -x)
+    with pytest.raises(ValueError, match="^x"):
+        loglog_fit([1, 2], [1, 2])
+
+
+def test_profiles_and_verdicts(capsys):
+    P = {"ci": {"n": 4, "m": 2}, "paper": {"n": 400, "m": 20}}
+    cfg = resolve_profile(P, "paper", n=None, m=7)
+    assert (cfg.n, cfg.m, cfg.profile) == (400, 7, "paper")
+    with pytest.raises(ValueError, match="^profile"):
+        resolve_profile(P, "huge")
+    with pytest.raises(ValueError, match="^k"):
+        resolve_profile(P, "ci", k=1)
+    assert check_close("a", 1.05, 1.0, 0.1).passed and not check_close("a", 1.2, 1.0, 0.1).passed
+    assert not check_close("a", float("nan"), 1.0, 0.1).passed
+    assert check_at_most("b", 0.5, 0.5).passed and not check_at_most("b", 0.51, 0.5, 0.005).passed
+    fit = loglog_fit([1, 2, 4, 8], [1, 0.5, 0.25, 0.125])
+    assert check_fit("c", fit, -1.0).passed and not check_fit("c", fit, -0.5).passed
+    assert report([check_close("a", 1.0, 1.0, 0.1)]) is True
+    assert report([check_close("a", 2.0, 1.0, 0.1)]) is False
+    out = capsys.readouterr().out
+    assert "[PASS] a" in out and "[FAIL] a" in out and "verdicts: 0 PASS, 1 FAIL" in out
+
+
+def test_directional_derivatives_match_finite_differences():
+    T = teacher_task(n=4, L=5, seed=0)
+    g = torch.Generator().manual_seed(0)
+    ds = feature_derivative_sup(T.model, T.data.X, [0.7], n_points=1, n_directions=1, max_order=3, generator=g)
+    # redraw the same point and direction, then differentiate t -> psi(M p + t u) by finite differences
+    g = torch.Generator().manual_seed(0)
+    p = torch.randn(1, T.model.d_omega, generator=g, dtype=torch.float64)
+    p = p / p.norm()
+    u = torch.randn(1, T.model.d_omega, generator=g, dtype=torch.float64)
+    u = u / u.norm()
+    f = lambda t: T.model.features(T.data.X, 0.7 * p + t * u)[0]
+    h = 1e-2
+    fd = [
+        f(0.0),
+        (f(h) - f(-h)) / (2 * h),
+        (f(h) - 2 * f(0.0) + f(-h)) / h**2,
+        (f(2 * h) - 2 * f(h) + 2 * f(-h) - f(-2 * h)) / (2 * h**3),
+    ]
+    for m in range(4):
+        expect = float(fd[m].norm(dim=-1).max())
+        assert math.isclose(float(ds.sup[0, m]), expect, rel_tol=1e-3), (m, float(ds.sup[0, m]), expect)
+
+
+def test_feature_derivative_sup_scaling_near_zero():
+    """Near omega = 0, psi = quadratic + O(|omega|^4): sup norms scale like M^2, M, 1, M."""
+    T = teacher_task(n=8, seed=1)
+    ds = feature_derivative_sup(T.model, T.data.X, [1e-3, 1e-2], n_points=3, n_directions=2,
+                                generator=torch.Generator().manual_seed(1))
+    slopes = (ds.sup[1].log() - ds.sup[0].log()) / math.log(10)
+    torch.testing.assert_close(slopes, torch.tensor([2.0, 1.0, 0.0, 1.0], dtype=torch.float64), atol=1e-3, rtol=0)
+    with pytest.raises(ValueError, match="^radii"):
+        feature_derivative_sup(T.model, T.data.X, [-1.0], generator=torch.Generator())
+    with pytest.raises(ValueError, match="^generator"):
+        feature_derivative_sup(T.model, T.data.X, [1.0], generator=None)
+
+
+def test_entropy_handles_zero_probabilities():
+    p = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
+    torch.testing.assert_close(entropy(p), torch.tensor([0.0, math.log(2)], dtype=torch.float64))
