@@ -13,6 +13,7 @@ from typing import NamedTuple
 import torch
 
 from ._checks import check_positive, check_tensor
+from ._progress import progress_bar
 from .model import HeadModel, _blocks
 
 
@@ -42,6 +43,7 @@ def feature_derivative_sup(
     n_directions: int = 8,
     max_order: int = 3,
     generator: torch.Generator,
+    progress: bool = True,
 ) -> DerivativeSup:
     r"""Estimate :math:`C_m(M)=\sup\|\nabla^m_\omega\psi_l(X;\omega)\|` of Proposition 3.4.
 
@@ -49,6 +51,7 @@ def feature_derivative_sup(
     drawn once; at every radius ``M`` the heads ``M p`` are used, so that the estimates at
     different radii compare the same points. The result is a lower estimate of the
     supremum over the ball (sampled on its boundary sphere, over the sequences of ``X``).
+    ``progress`` shows a bar over the radii (silenced by ``TQDM_DISABLE=1``).
     """
     if not isinstance(model, HeadModel):
         raise ValueError("model: expected a HeadModel")
@@ -76,7 +79,7 @@ def feature_derivative_sup(
     sup = torch.zeros(radii.numel(), max_order + 1, dtype=torch.float64)
     _, hb = model._chunks(X.shape[0], P.shape[0], X.shape[1])
     hb = max(1, hb // (2**max_order))  # nested jvp holds ~2^m copies of the intermediates
-    for r, M in enumerate(radii.tolist()):
+    for r, M in enumerate(progress_bar(radii.tolist(), enabled=progress, desc="radii")):
         for s in _blocks(P.shape[0], hb):
             for m, fn in enumerate(fns):
                 d = fn(M * P[s], U[s])  # (c, B, L, d_v)
