@@ -224,6 +224,15 @@ class HeadModel:
         z = self._logits(data.X, heads, weights)
         return (torch.softmax(z, dim=-1) - data.Y) @ self.W_out.T
 
+    def _prepare(self, data, heads, weights, query=None, *, per_sample: bool = False):
+        """Validate the arguments; return (data, query, heads, weights, G) with ``G`` the pulled-back
+        residual scaled by ``1/(n L)`` (the E_X average of (11)), or by ``1/L`` when ``per_sample``."""
+        data = self._check_data(data)
+        heads, weights = self._check_measure(heads, weights)
+        query = heads if query is None else self._check_heads(query, "query")
+        G = self._pullback(data, heads, weights) / (data.L if per_sample else data.n * data.L)
+        return data, query, heads, weights, G
+
     def _phi(self, X, G, query) -> torch.Tensor:
         B, L, _ = X.shape
         sb, hb = self._chunks(B, query.shape[0], L)
@@ -287,18 +296,12 @@ class HeadModel:
 
         ``rho`` is the measure of ``heads`` with ``weights``; ``query (M, d_omega)``.
         """
-        data = self._check_data(data)
-        query = self._check_heads(query, "query")
-        heads, weights = self._check_measure(heads, weights)
-        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        data, query, _, _, G = self._prepare(data, heads, weights, query)
         return self._phi(data.X, G, query)
 
     def grad_first_variation(self, data: Dataset, query, heads, weights=None) -> torch.Tensor:
         r""":math:`\nabla_\omega\Phi(\omega;\rho)`, eq. (13), at each query head: (M, d_omega)."""
-        data = self._check_data(data)
-        query = self._check_heads(query, "query")
-        heads, weights = self._check_measure(heads, weights)
-        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        data, query, _, _, G = self._prepare(data, heads, weights, query)
         return self._grad(data.X, G, query)
 
     def per_sample_grad_first_variation(self, data: Dataset, query, heads, weights=None):
@@ -307,10 +310,7 @@ class HeadModel:
         Shape (n, M, d_omega); their mean over ``b`` is :meth:`grad_first_variation`, and
         ``-g[b]`` at ``query = heads`` is the stochastic gradient ``G_i`` of (17) on sample ``b``.
         """
-        data = self._check_data(data)
-        query = self._check_heads(query, "query")
-        heads, weights = self._check_measure(heads, weights)
-        G = self._pullback(data, heads, weights) / data.L
+        data, query, _, _, G = self._prepare(data, heads, weights, query, per_sample=True)
         return self._grad(data.X, G, query, per_sample=True)
 
     def stochastic_gradient(self, sample: Dataset, heads, weights=None) -> torch.Tensor:
@@ -323,9 +323,7 @@ class HeadModel:
 
     def dissipation(self, data: Dataset, heads, weights=None) -> torch.Tensor:
         r"""Dissipation :math:`\mathcal I(\rho)=\int\|\nabla\Phi(\omega;\rho)\|^2\rho(d\omega)`, eq. (38)."""
-        data = self._check_data(data)
-        heads, weights = self._check_measure(heads, weights)
-        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        data, _, heads, weights, G = self._prepare(data, heads, weights)
         g = self._grad(data.X, G, heads)
         return (weights * (g * g).sum(-1)).sum()
 
@@ -335,10 +333,8 @@ class HeadModel:
         With ``heads = omega[None]`` this is :math:`H_0` of eq. (50). Computed by autograd of
         the head map (one head; not a hot path).
         """
-        data = self._check_data(data)
         omega = self._check_omega(omega)
-        heads, weights = self._check_measure(heads, weights)
-        G = self._pullback(data, heads, weights) / (data.n * data.L)
+        data, _, _, _, G = self._prepare(data, heads, weights)
         return self._hessian_phi(data.X, G, omega)
 
     def _check_omega(self, omega) -> torch.Tensor:
@@ -366,11 +362,8 @@ class HeadModel:
         :math:`\psi_l(X;\omega)`. For every omega (stationary or not) this equals the Hessian of
         the single-head risk :math:`\omega\mapsto\mathcal E(\delta_\omega)`.
         """
-        data = self._check_data(data)
         omega = self._check_omega(omega)
-        heads = omega.unsqueeze(0)
-        ones = omega.new_ones(1)
-        G = self._pullback(data, heads, ones) / (data.n * data.L)
+        data, _, _, _, G = self._prepare(data, omega.unsqueeze(0), None)
         H = self._hessian_phi(data.X, G, omega)
         sb, _ = self._chunks(data.n, 1, data.L)
         scale = 1.0 / (data.n * data.L)
