@@ -219,10 +219,18 @@ class HeadModel:
     def _logits(self, X, heads, weights):
         return self._logits_model_space(X, heads, weights) @ self.W_out  # W_out once, eq. (8)
 
-    def _pullback(self, data: Dataset, heads, weights) -> torch.Tensor:
+    def _pullback(self, X, Y, heads, weights) -> torch.Tensor:
         """Residual ``softmax(z^rho) - Y`` pulled back through ``W_out``: (n, L, d_x)."""
-        z = self._logits(data.X, heads, weights)
-        return (torch.softmax(z, dim=-1) - data.Y) @ self.W_out.T
+        z = self._logits(X, heads, weights)
+        return (torch.softmax(z, dim=-1) - Y) @ self.W_out.T
+
+    def _grad_phi(self, X, Y, heads, weights, query=None) -> torch.Tensor:
+        """``grad Phi(query; rho)`` averaged over the sequences ``(X, Y)``; no validation.
+
+        The hot path of SGD (19) and of the characteristics (21) in :mod:`mfattn.dynamics`.
+        """
+        G = self._pullback(X, Y, heads, weights) / (X.shape[0] * X.shape[1])
+        return self._grad(X, G, heads if query is None else query)
 
     def _prepare(self, data, heads, weights, query=None, *, per_sample: bool = False):
         """Validate the arguments; return (data, query, heads, weights, G) with ``G`` the pulled-back
@@ -230,7 +238,7 @@ class HeadModel:
         data = self._check_data(data)
         heads, weights = self._check_measure(heads, weights)
         query = heads if query is None else self._check_heads(query, "query")
-        G = self._pullback(data, heads, weights) / (data.L if per_sample else data.n * data.L)
+        G = self._pullback(data.X, data.Y, heads, weights) / (data.L if per_sample else data.n * data.L)
         return data, query, heads, weights, G
 
     def _phi(self, X, G, query) -> torch.Tensor:

@@ -1,0 +1,303 @@
+"""Training dynamics: finite-head SGD (19) and the limiting PDE (20) by its characteristics (21).
+
+Used by chapter 02 (propagation of chaos, Theorem 5.2) and the long-time and stability chapters.
+
+* :func:`sgd` runs (19) exactly, ``omega^{k+1} = omega^k + 2 eps zeta(k eps) G_i`` with ``G_i`` of
+  (17) on a fresh uniformly drawn minibatch of sequences per step (one sequence is the theorem),
+  or full-batch gradient descent (``batch_size=None``), where the martingale term vanishes.
+* :func:`reference_flow` integrates the characteristics (21) of a reference population of
+  particles with the classical Runge-Kutta scheme. A particle's drift depends on the measure
+  only through the pulled-back residual ``G(t) = (softmax z^{rho_t} - Y) W_out^T``, an
+  ``(n, L, d_x)`` tensor; the flow stores it at every Runge-Kutta stage, so that
+  :meth:`ReferenceFlow.characteristics` moves any other points (the *tagged* characteristics
+  started from an SGD run's own initial heads) with exactly the same scheme afterwards, at the
+  cost of their own gradients only.
+
+Both record what a chapter needs at the recording times ``t = j * record_every`` only, so memory
+does not grow with the number of steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ._checks import check_positive, check_tensor, check_weights
+from ._progress import progress_bar
+from .data import Dataset
+from .model import HeadModel
+from .softmax import cross_entropy
+
+__all__ = [
+    "Constant",
+    "Decaying",
+    "as_profile",
+    "rescaled_time",
+    "Trajectory",
+    "sgd",
+    "ReferenceFlow",
+    "reference_flow",
+]
+
+
+# ----------------------------------------------------------------- learning-rate profiles
+@dataclass(frozen=True)
+class Constant:
+    """zeta(t) = value (Assumption 3.1 with zeta_- = value)."""
+
+    value: float = 1.0
+
+    def __post_init__(self):
+        check_positive(self.value, "zeta")
+
+    def __call__(self, t: float) -> float:
+        return self.value
+
+    def integral(self, t: float) -> float:
+        return self.value * t
+
+
+@dataclass(frozen=True)
+class Decaying:
+    """zeta(t) = value / (1 + t / t0)^power with 0 < power <= 1: bounded, Lipschitz, and with an
+    infinite integral, as Assumption 3.1 asks (no positive lower bound)."""
+
+    value: float = 1.0
+    t0: float = 1.0
+    power: float = 0.5
+
+    def __post_init__(self):
+        check_positive(self.value, "zeta")
+        check_positive(self.t0, "t0")
+        if not 0 < self.power <= 1:
+            raise ValueError(f"power: must lie in (0, 1] for an infinite integral, got {self.power}")
+
+    def __call__(self, t: float) -> float:
+        return self.value / (1 + t / self.t0) ** self.power
+
+    def integral(self, t: float) -> float:
+        if self.power == 1:
+            return self.value * self.t0 * math.log1p(t / self.t0)
+        q = 1 - self.power
+        return self.value * self.t0 * ((1 + t / self.t0) ** q - 1) / q
+
+
+@dataclass(frozen=True)
+class _Callable:
+    fn: Callable[[float], float]
+
+    def __call__(self, t: float) -> float:
+        return float(self.fn(t))
+
+    def integral(self, t: float) -> float:
+        from scipy.integrate import quad
+
+        return quad(self, 0.0, t, limit=200)[0]
+
+
+def as_profile(zeta):
+    """A learning-rate profile from a number (constant), a profile, or any callable of t."""
+    if isinstance(zeta, (Constant, Decaying, _Callable)):
+        return zeta
+    if isinstance(zeta, (int, float)) and not isinstance(zeta, bool):
+        return Constant(float(zeta))
+    if callable(zeta):
+        v = zeta(0.0)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"zeta: zeta(0) must be a finite number >= 0, got {v!r}")
+        return _Callable(zeta)
+    raise ValueError(f"zeta: expected a number, a profile or a callable, got {type(zeta).__name__}")
+
+
+def rescaled_time(zeta, t: float) -> float:
+    r"""Rescaled time :math:`\mathsf s(t) = 2\int_0^t\zeta(r)\,dr`, eq. (42)."""
+    return 2.0 * as_profile(zeta).integral(t)
+
+
+# --------------------------------------------------------------------------- recording
+@dataclass
+class Trajectory:
+    """What a run records at the recording times (memory independent of the step count)."""
+
+    times: torch.Tensor  # (R,) recording times t_j = j * record_every
+    risk: torch.Tensor  # (R,) E_N of the recorded measure, eq. (10)
+    heads: torch.Tensor  # (R, M, d_omega) the first ``keep`` heads (all heads by default)
+
+
+def _grid(T, record_every, step, name):
+    check_positive(T, "T")
+    check_positive(record_every, "record_every")
+    check_positive(step, name)
+    per_record = round(record_every / step)
+    n_records = round(T / record_every)
+    if per_record < 1 or abs(per_record * step - record_every) > 1e-9 * record_every:
+        raise ValueError(f"{name}: record_every = {record_every} must be a whole number of steps of {step}")
+    if abs(n_records * record_every - T) > 1e-9 * T:
+        raise ValueError(f"T: must be a whole number of record_every = {record_every}, got {T}")
+    return per_record, n_records
+
+
+def _check_start(model: HeadModel, data: Dataset, heads0, weights):
+    if not isinstance(model, HeadModel):
+        raise ValueError("model: expected a mfattn.HeadModel")
+    data = model._check_data(data)
+    heads0 = model._check_heads(heads0, "heads0")
+    return data, heads0, check_weights(weights, heads0.shape[0], heads0)
+
+
+def _risk(model, data, heads, weights) -> float:
+    return float(cross_entropy(data.Y, model._logits(data.X, heads, weights)).mean())
+
+
+# --------------------------------------------------------------------------------- SGD
+def sgd(
+    model: HeadModel,
+    data: Dataset,
+    heads0: torch.Tensor,
+    *,
+    eps: float,
+    T: float,
+    record_every: float,
+    generator: torch.Generator,
+    zeta=1.0,
+    batch_size: int | None = 1,
+    weights: torch.Tensor | None = None,
+    keep: int | None = None,
+    progress: bool = True,
+) -> Trajectory:
+    r"""Finite-head SGD, eq. (19): :math:`\omega_i^{k+1} = \omega_i^k + 2\varepsilon\zeta(k\varepsilon)G_i`.
+
+    ``G_i`` is the stochastic gradient (17) on ``batch_size`` sequences drawn uniformly with
+    replacement from ``data`` with ``generator`` at every step (``batch_size=1`` is the theorem;
+    ``None`` uses the whole dataset, i.e. full-batch gradient descent with the exact drift).
+    Runs ``T / eps`` steps and records at ``t = j * record_every``, ``j = 0..T/record_every``.
+    """
+    data, heads, weights = _check_start(model, data, heads0, weights)
+    per_record, n_records = _grid(T, record_every, eps, "eps")
+    zeta = as_profile(zeta)
+    if batch_size is not None:
+        check_positive(batch_size, "batch_size", integer=True)
+    if not isinstance(generator, torch.Generator):
+        raise ValueError("generator: expected a torch.Generator")
+    keep = heads.shape[0] if keep is None else keep
+    check_positive(keep, "keep", integer=True)
+    X, Y = data.X, data.Y
+    rec_heads = [heads[:keep].clone()]
+    rec_risk = [_risk(model, data, heads, weights)]
+    bar = progress_bar(total=per_record * n_records, enabled=progress, desc="SGD steps", leave=False)
+    k = 0
+    for _ in range(n_records):
+        for _ in range(per_record):
+            if batch_size is None:
+                Xs, Ys = X, Y
+            else:
+                idx = torch.randint(data.n, (batch_size,), generator=generator).to(X.device)
+                Xs, Ys = X[idx], Y[idx]
+            # G_i = -grad Phi(omega_i; rho_k) on the drawn sequences, eq. (17)
+            heads = heads - (2 * eps * zeta(k * eps)) * model._grad_phi(Xs, Ys, heads, weights)
+            k += 1
+        bar.update(per_record)
+        rec_heads.append(heads[:keep].clone())
+        rec_risk.append(_risk(model, data, heads, weights))
+    bar.close()
+    times = torch.arange(n_records + 1, dtype=torch.float64) * record_every
+    return Trajectory(times, torch.tensor(rec_risk, dtype=torch.float64), torch.stack(rec_heads))
+
+
+# ------------------------------------------------------------------- reference flow (21)
+@dataclass
+class ReferenceFlow:
+    """The limiting PDE (20) solved by the characteristics (21) of a reference population."""
+
+    model: HeadModel
+    X: torch.Tensor  # (n, L, d_x) the dataset's sequences (the drift needs only these and G)
+    zeta: object
+    step: float  # Runge-Kutta step h
+    per_record: int  # steps between recordings
+    times: torch.Tensor  # (R,)
+    risk: torch.Tensor  # (R,) E(rho_t) of the reference population
+    dissipation: torch.Tensor  # (R,) I(rho_t), eq. (38)
+    population: torch.Tensor  # (R, N_ref, d_omega) the reference particles at the recording times
+    stage_residuals: torch.Tensor  # (K, 4, n, L, d_x) G at every Runge-Kutta stage, scaled by 1/(nL)
+
+    def characteristics(self, omega0: torch.Tensor, *, progress: bool = False) -> torch.Tensor:
+        """Tagged characteristics: the points ``omega0 (M, d_omega)`` moved by the reference drift
+        ``-2 zeta(t) grad Phi(.; rho_t)`` with the same Runge-Kutta scheme. Returns (R, M, d_omega).
+
+        A point of the reference population's initial cloud is carried to that particle's path.
+        """
+        w = self.model._check_heads(omega0, "omega0")
+        out = [w.clone()]
+        steps = self.stage_residuals.shape[0]
+        for k in progress_bar(range(steps), enabled=progress, desc="characteristics", leave=False):
+            w = _rk4_step(self.model, self.X, self.zeta, k * self.step, self.step, w,
+                          lambda s, _w: self.stage_residuals[k, s])
+            if (k + 1) % self.per_record == 0:
+                out.append(w.clone())
+        return torch.stack(out)
+
+
+def _rk4_step(model, X, zeta, t, h, w, residual):
+    """One classical Runge-Kutta step of dw/dt = -2 zeta(t) grad Phi(w; rho_t); ``residual(stage, w)``
+    returns the scaled pulled-back residual G at that stage."""
+    c = (0.0, 0.5, 0.5, 1.0)
+    ks = []
+    for s in range(4):
+        ws = w if s == 0 else w + (c[s] * h) * ks[-1]
+        ks.append(-2 * zeta(t + c[s] * h) * model._grad(X, residual(s, ws), ws))
+    return w + (h / 6) * (ks[0] + 2 * ks[1] + 2 * ks[2] + ks[3])
+
+
+def reference_flow(
+    model: HeadModel,
+    data: Dataset,
+    particles0: torch.Tensor,
+    *,
+    T: float,
+    step: float,
+    record_every: float,
+    zeta=1.0,
+    progress: bool = True,
+) -> ReferenceFlow:
+    r"""Integrate the characteristics (21), :math:`\dot W = -2\zeta(t)\nabla\Phi(W;\rho_t)`, of the
+    reference population ``particles0`` (uniform weights) with step ``step`` up to ``T``.
+
+    The population's empirical measure stands for :math:`\rho_t`; its own sampling error is of
+    order ``N_ref^{-1/2}`` and sets the floor of any comparison with it.
+    """
+    data, W, weights = _check_start(model, data, particles0, None)
+    per_record, n_records = _grid(T, record_every, step, "step")
+    zeta = as_profile(zeta)
+    X, Y = data.X, data.Y
+    scale = 1.0 / (data.n * data.L)
+    stages = []
+    pop, risk, diss = [W.clone()], [], []
+
+    def record(W):
+        G = model._pullback(X, Y, W, weights) * scale
+        g = model._grad(X, G, W)
+        risk.append(_risk(model, data, W, weights))
+        diss.append(float((weights * (g * g).sum(-1)).sum()))
+
+    def residual(s, Ws):
+        G = model._pullback(X, Y, Ws, weights) * scale
+        stages[-1].append(G)
+        return G
+
+    record(W)
+    bar = progress_bar(range(per_record * n_records), enabled=progress, desc="reference flow", leave=False)
+    for k in bar:
+        stages.append([])
+        W = _rk4_step(model, X, zeta, k * step, step, W, residual)
+        stages[-1] = torch.stack(stages[-1])
+        if (k + 1) % per_record == 0:
+            pop.append(W.clone())
+            record(W)
+    times = torch.arange(n_records + 1, dtype=torch.float64) * record_every
+    return ReferenceFlow(
+        model, X, zeta, step, per_record, times, torch.tensor(risk, dtype=torch.float64),
+        torch.tensor(diss, dtype=torch.float64), torch.stack(pop), torch.stack(stages),
+    )

@@ -1,0 +1,52 @@
+"""Parameter sweeps that survive interruption (chapters 02 onwards).
+
+Each grid point is a dict of JSON values; its result, a dict of JSON values, is written to
+``folder/<key>.json`` as soon as the point finishes (atomically: a temporary file, then a
+rename). Running the same sweep again loads the finished points and computes only the others,
+so an interrupted sweep resumes without recomputing or losing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from ._progress import progress_bar
+
+
+def point_key(point: dict) -> str:
+    """A stable file name for a grid point (hash of its canonical JSON)."""
+    text = json.dumps(point, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: bool = True) -> list[dict]:
+    """Call ``fn(**point)`` for every point not already finished in ``folder``; return, in the
+    order of ``points``, one dict per point with the point's entries and the result's entries."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in points:
+        if not isinstance(p, dict):
+            raise ValueError(f"points: each point must be a dict, got {type(p).__name__}")
+        try:
+            json.dumps(p)
+        except TypeError as e:
+            raise ValueError(f"points: {p!r} is not JSON-serialisable ({e})") from None
+    out = []
+    for p in progress_bar(points, enabled=progress, desc="sweep points"):
+        path = folder / f"{point_key(p)}.json"
+        if path.exists():
+            saved = json.loads(path.read_text())
+            result = saved["result"]
+        else:
+            result = fn(**p)
+            if not isinstance(result, dict):
+                raise ValueError(f"fn: must return a dict, got {type(result).__name__}")
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"point": p, "result": result}))
+            os.replace(tmp, path)
+        out.append({**p, **result})
+    return out
