@@ -141,3 +141,19 @@ def test_feature_derivative_sup_scaling_near_zero():
 def test_entropy_handles_zero_probabilities():
     p = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
     torch.testing.assert_close(entropy(p), torch.tensor([0.0, math.log(2)], dtype=torch.float64))
+
+
+def test_asymptotic_order_sees_through_higher_order_terms():
+    from mfattn.fitting import asymptotic_order
+
+    h = 2.0 ** -np.arange(3, 9)
+    rng = np.random.default_rng(1)
+    errs = np.array([c * h + 3 * c * h**2 + c * h**3 for c in rng.uniform(0.5, 2, 5)])
+    fit = asymptotic_order(h, errs)
+    assert fit.contains(1.0) and abs(fit.order - 1.0) < 0.02
+    assert not loglog_fit(h, errs[0]).contains(1.0)  # a plain log-log fit of one run is biased
+    noisy = h**4 * (1 + 0.5 * h) * np.exp(1e-3 * rng.standard_normal((4, h.size)))
+    assert asymptotic_order(h, noisy).contains(4.0)
+    assert not asymptotic_order(h, noisy).contains(3.0)
+    with pytest.raises(ValueError, match="^err"):
+        asymptotic_order(h, errs[:, :-1])

@@ -75,9 +75,14 @@ def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, w
 
 
 def check_fit(claim: str, fit, predicted: float, why: str = "") -> Verdict:
-    """PASS when the fitted slope's confidence interval contains ``predicted``."""
-    tol = f"{fit.level:.0%} CI [{fit.slope_lo:+.3f}, {fit.slope_hi:+.3f}]" + (f" ({why})" if why else "")
-    return Verdict(claim, fit.slope, f"{predicted:+.3f}", tol, fit.contains(predicted))
+    """PASS when the interval of a fitted rate contains ``predicted``: the slope of a
+    :class:`~mfattn.fitting.LogLogFit` or the order of an :class:`~mfattn.fitting.OrderFit`."""
+    if hasattr(fit, "slope"):
+        value, lo, hi = fit.slope, fit.slope_lo, fit.slope_hi
+    else:
+        value, lo, hi = fit.order, fit.order_lo, fit.order_hi
+    tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]" + (f" ({why})" if why else "")
+    return Verdict(claim, value, f"{predicted:+.3f}", tol, fit.contains(predicted))
 
 
 def report(verdicts) -> bool:

@@ -40,6 +40,8 @@ __all__ = [
     "sgd",
     "ReferenceFlow",
     "reference_flow",
+    "err_bound",
+    "chaos_errors",
 ]
 
 
@@ -301,3 +303,37 @@ def reference_flow(
         model, X, zeta, step, per_record, times, torch.tensor(risk, dtype=torch.float64),
         torch.tensor(diss, dtype=torch.float64), torch.stack(pop), torch.stack(stages),
     )
+
+
+# -------------------------------------------------------------- Theorem 5.2 measurements
+def err_bound(N: int, eps: float, T: float, d_omega: int, L: int, z: float = 1.0) -> float:
+    r"""The error profile :math:`\mathrm{Err}_{N,\varepsilon,T}(z)` of eq. (23): Euler term
+    :math:`\varepsilon`, martingale term :math:`\sqrt\varepsilon(\sqrt{d_\omega}+\sqrt{\log N}+z)`,
+    empirical-measure term :math:`N^{-1/2}(\sqrt L+\sqrt{\log(\lfloor T/\varepsilon\rfloor+1)}+z)`."""
+    return (eps + math.sqrt(eps) * (math.sqrt(d_omega) + math.sqrt(math.log(N)) + z)
+            + (math.sqrt(L) + math.sqrt(math.log(math.floor(T / eps) + 1)) + z) / math.sqrt(N))
+
+
+def chaos_errors(run: Trajectory, tags: torch.Tensor, reference_population: torch.Tensor,
+                 reference_risk: torch.Tensor, directions: torch.Tensor, centers: torch.Tensor) -> dict:
+    r"""The quantities of Theorem 5.2 at every recording time, as lists (JSON-ready).
+
+    * ``e_max``: :math:`\max_i\|e_i^k\|` with :math:`e_i^k=\omega_i^k-\bar\omega_i(t_k)` (36), ``tags`` being the
+      tagged characteristics ``(R, N, d_omega)`` of the run's initial heads;
+    * ``e_rms``: :math:`(\frac1N\sum_i\|e_i^k\|^2)^{1/2}`;
+    * ``d24``: the test-function discrepancy (24) over the family of
+      :func:`mfattn.transport.lipschitz_discrepancy`, against the reference population;
+    * ``d25``: :math:`|\mathcal E_N(\omega^k)-\mathcal E(\rho_{t_k})|` (25), against the reference risk.
+    """
+    from .transport import lipschitz_discrepancy
+
+    if run.heads.shape != tags.shape:
+        raise ValueError(f"tags: shape {tuple(tags.shape)} differs from the run's heads {tuple(run.heads.shape)}")
+    e = (run.heads - tags).norm(dim=-1)
+    return {
+        "e_max": e.max(1).values.tolist(),
+        "e_rms": e.pow(2).mean(1).sqrt().tolist(),
+        "d24": [lipschitz_discrepancy(run.heads[j], reference_population[j], directions, centers)
+                for j in range(run.heads.shape[0])],
+        "d25": (run.risk - reference_risk).abs().tolist(),
+    }
