@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from ._checks import check_positive, check_tensor, check_weights
+from ._checks import check_positive, check_weights
 from ._progress import progress_bar
 from .data import Dataset
 from .model import HeadModel

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import check_positive, check_tensor
+from ._checks import check_positive
 from ._progress import progress_bar
 from .model import HeadModel, _blocks
 
