@@ -166,3 +166,18 @@ def test_wasserstein_of_a_translate_and_lipschitz_discrepancy():
     assert math.isclose(lipschitz_discrepancy(a + v, a, dirs, centers), 0.5, rel_tol=1e-12)
     with pytest.raises(ValueError, match="^b"):
         wasserstein(a, a[:, :3])
+
+
+def test_sgd_records_dissipation_statistics_and_a_subsample(task):
+    h0 = cloud(task, 6, 8)
+    tr = sgd(task.model, task.data, h0, eps=0.1, T=0.4, record_every=0.2, keep=2, dissipation=True,
+             statistics={"mean_norm": lambda h: h.norm(dim=1).mean()},
+             generator=torch.Generator().manual_seed(2), progress=False)
+    assert tr.heads.shape == (3, 2, task.model.d_omega)
+    torch.testing.assert_close(tr.heads[0], h0[:2])
+    torch.testing.assert_close(tr.dissipation[0], task.model.dissipation(task.data, h0))
+    assert tr.stats["mean_norm"].shape == (3,)
+    assert math.isclose(float(tr.stats["mean_norm"][0]), float(h0.norm(dim=1).mean()), rel_tol=1e-12)
+    with pytest.raises(ValueError, match="^statistics"):
+        sgd(task.model, task.data, h0, eps=0.1, T=0.2, record_every=0.2, statistics={"x": 1},
+            generator=torch.Generator())

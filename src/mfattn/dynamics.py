@@ -127,6 +127,8 @@ class Trajectory:
     times: torch.Tensor  # (R,) recording times t_j = j * record_every
     risk: torch.Tensor  # (R,) E_N of the recorded measure, eq. (10)
     heads: torch.Tensor  # (R, M, d_omega) the first ``keep`` heads (all heads by default)
+    dissipation: torch.Tensor | None = None  # (R,) I of the empirical measure, eq. (38), if asked
+    stats: dict | None = None  # name -> (R,) values of the requested statistics of all heads
 
 
 def _grid(T, record_every, step, name):
@@ -168,6 +170,8 @@ def sgd(
     batch_size: int | None = 1,
     weights: torch.Tensor | None = None,
     keep: int | None = None,
+    dissipation: bool = False,
+    statistics: dict | None = None,
     progress: bool = True,
 ) -> Trajectory:
     r"""Finite-head SGD, eq. (19): :math:`\omega_i^{k+1} = \omega_i^k + 2\varepsilon\zeta(k\varepsilon)G_i`.
@@ -175,7 +179,9 @@ def sgd(
     ``G_i`` is the stochastic gradient (17) on ``batch_size`` sequences drawn uniformly with
     replacement from ``data`` with ``generator`` at every step (``batch_size=1`` is the theorem;
     ``None`` uses the whole dataset, i.e. full-batch gradient descent with the exact drift).
-    Runs ``T / eps`` steps and records at ``t = j * record_every``, ``j = 0..T/record_every``.
+    Runs ``T / eps`` steps and records at ``t = j * record_every``, ``j = 0..T/record_every``:
+    the risk, the first ``keep`` heads, the dissipation (38) on the full dataset when
+    ``dissipation``, and ``statistics``, a dict of functions ``heads (N, d_omega) -> float``.
     """
     data, heads, weights = _check_start(model, data, heads0, weights)
     per_record, n_records = _grid(T, record_every, eps, "eps")
@@ -186,9 +192,23 @@ def sgd(
         raise ValueError("generator: expected a torch.Generator")
     keep = heads.shape[0] if keep is None else keep
     check_positive(keep, "keep", integer=True)
+    statistics = dict(statistics or {})
+    if not all(callable(f) for f in statistics.values()):
+        raise ValueError("statistics: expected a dict of callables heads -> float")
     X, Y = data.X, data.Y
-    rec_heads = [heads[:keep].clone()]
-    rec_risk = [_risk(model, data, heads, weights)]
+    rec_heads, rec_risk, rec_diss = [], [], []
+    rec_stats = {name: [] for name in statistics}
+
+    def record(heads):
+        rec_heads.append(heads[:keep].clone())
+        rec_risk.append(_risk(model, data, heads, weights))
+        if dissipation:
+            g = model._grad_phi(X, Y, heads, weights)
+            rec_diss.append(float((weights * (g * g).sum(-1)).sum()))
+        for name, f in statistics.items():
+            rec_stats[name].append(float(f(heads)))
+
+    record(heads)
     bar = progress_bar(total=per_record * n_records, enabled=progress, desc="SGD steps", leave=False)
     k = 0
     for _ in range(n_records):
@@ -202,11 +222,12 @@ def sgd(
             heads = heads - (2 * eps * zeta(k * eps)) * model._grad_phi(Xs, Ys, heads, weights)
             k += 1
         bar.update(per_record)
-        rec_heads.append(heads[:keep].clone())
-        rec_risk.append(_risk(model, data, heads, weights))
+        record(heads)
     bar.close()
     times = torch.arange(n_records + 1, dtype=torch.float64) * record_every
-    return Trajectory(times, torch.tensor(rec_risk, dtype=torch.float64), torch.stack(rec_heads))
+    f64 = lambda v: torch.tensor(v, dtype=torch.float64)
+    return Trajectory(times, f64(rec_risk), torch.stack(rec_heads), f64(rec_diss) if dissipation else None,
+                      {k: f64(v) for k, v in rec_stats.items()} if statistics else None)
 
 
 # ------------------------------------------------------------------- reference flow (21)
