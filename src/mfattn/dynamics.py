@@ -29,7 +29,6 @@ from ._checks import check_positive, check_weights
 from ._progress import progress_bar
 from .data import Dataset
 from .model import HeadModel
-from .softmax import cross_entropy
 
 __all__ = [
     "Constant",
@@ -152,10 +151,6 @@ def _check_start(model: HeadModel, data: Dataset, heads0, weights):
     return data, heads0, check_weights(weights, heads0.shape[0], heads0)
 
 
-def _risk(model, data, heads, weights) -> float:
-    return float(cross_entropy(data.Y, model._logits(data.X, heads, weights)).mean())
-
-
 # --------------------------------------------------------------------------------- SGD
 def sgd(
     model: HeadModel,
@@ -201,10 +196,10 @@ def sgd(
 
     def record(heads):
         rec_heads.append(heads[:keep].clone())
-        rec_risk.append(_risk(model, data, heads, weights))
+        r, i = model._risk_and_dissipation(X, Y, heads, weights, dissipation=dissipation)
+        rec_risk.append(float(r))
         if dissipation:
-            g = model._grad_phi(X, Y, heads, weights)
-            rec_diss.append(float((weights * (g * g).sum(-1)).sum()))
+            rec_diss.append(float(i))
         for name, f in statistics.items():
             rec_stats[name].append(float(f(heads)))
 
@@ -300,10 +295,9 @@ def reference_flow(
     pop, risk, diss = [W.clone()], [], []
 
     def record(W):
-        G = model._pullback(X, Y, W, weights) * scale
-        g = model._grad(X, G, W)
-        risk.append(_risk(model, data, W, weights))
-        diss.append(float((weights * (g * g).sum(-1)).sum()))
+        r, i = model._risk_and_dissipation(X, Y, W, weights)
+        risk.append(float(r))
+        diss.append(float(i))
 
     def residual(s, Ws):
         G = model._pullback(X, Y, Ws, weights) * scale

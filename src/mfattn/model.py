@@ -232,6 +232,18 @@ class HeadModel:
         G = self._pullback(X, Y, heads, weights) / (X.shape[0] * X.shape[1])
         return self._grad(X, G, heads if query is None else query)
 
+    def _risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
+        """Risk (10) and, when asked, dissipation (38) of a measure, sharing one logits pass;
+        no validation. Used by :meth:`risk`, :meth:`dissipation` and the recorders of
+        :mod:`mfattn.dynamics`."""
+        z = self._logits(X, heads, weights)
+        risk = cross_entropy(Y, z).mean()
+        if not dissipation:
+            return risk, None
+        G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) / (X.shape[0] * X.shape[1])
+        g = self._grad(X, G, heads)
+        return risk, (weights * (g * g).sum(-1)).sum()
+
     def _prepare(self, data, heads, weights, query=None, *, per_sample: bool = False):
         """Validate the arguments; return (data, query, heads, weights, G) with ``G`` the pulled-back
         residual scaled by ``1/(n L)`` (the E_X average of (11)), or by ``1/L`` when ``per_sample``."""
@@ -297,7 +309,7 @@ class HeadModel:
         """
         data = self._check_data(data)
         heads, weights = self._check_measure(heads, weights)
-        return cross_entropy(data.Y, self._logits(data.X, heads, weights)).mean()
+        return self._risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0]
 
     def first_variation(self, data: Dataset, query, heads, weights=None) -> torch.Tensor:
         r"""First variation :math:`\Phi(\omega;\rho)`, eq. (11), at each query head: (M,).
@@ -331,9 +343,9 @@ class HeadModel:
 
     def dissipation(self, data: Dataset, heads, weights=None) -> torch.Tensor:
         r"""Dissipation :math:`\mathcal I(\rho)=\int\|\nabla\Phi(\omega;\rho)\|^2\rho(d\omega)`, eq. (38)."""
-        data, _, heads, weights, G = self._prepare(data, heads, weights)
-        g = self._grad(data.X, G, heads)
-        return (weights * (g * g).sum(-1)).sum()
+        data = self._check_data(data)
+        heads, weights = self._check_measure(heads, weights)
+        return self._risk_and_dissipation(data.X, data.Y, heads, weights)[1]
 
     def hessian_first_variation(self, data: Dataset, omega, heads, weights=None) -> torch.Tensor:
         r"""Hessian in omega of :math:`\Phi(\omega;\rho)` with rho frozen: (d_omega, d_omega).
