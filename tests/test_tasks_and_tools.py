@@ -59,6 +59,15 @@ def test_text_task_windows_are_corpus_substrings():
     assert T.model.d_v == len(T.vocab) == 29
 
 
+def test_make_task_selects_by_name_and_rejects_unknown_names():
+    from mfattn.tasks import make_task
+
+    a, b = make_task("markov", n=8, seed=3), markov_task(n=8, seed=3)
+    assert a.name == "markov" and torch.equal(a.data.X, b.data.X) and torch.equal(a.data.Y, b.data.Y)
+    with pytest.raises(ValueError, match="^task"):
+        make_task("poetry")
+
+
 @pytest.mark.parametrize("make", [teacher_task, markov_task, text_task])
 def test_task_arguments_are_checked(make):
     with pytest.raises(ValueError, match="^n"):

@@ -23,7 +23,7 @@ from .data import Dataset
 from .model import HeadModel
 from .softmax import entropy
 
-__all__ = ["Task", "teacher_task", "markov_task", "text_task"]
+__all__ = ["Task", "teacher_task", "markov_task", "text_task", "TASKS", "make_task"]
 
 
 @dataclass(frozen=True)
@@ -198,3 +198,14 @@ def text_task(
         tokens=ids[:, :L].to(device),
         vocab=vocab,
     )
+
+
+TASKS = {"teacher": teacher_task, "markov": markov_task, "text": text_task}
+
+
+def make_task(name: str, **kwargs) -> Task:
+    """The task called ``name`` (a key of :data:`TASKS`), built with ``kwargs``; chapters select
+    their task by this name so that papermill can override it."""
+    if name not in TASKS:
+        raise ValueError(f"task: {name!r} is not one of {sorted(TASKS)}")
+    return TASKS[name](**kwargs)
