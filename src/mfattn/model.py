@@ -244,6 +244,27 @@ class HeadModel:
         g = self._grad(X, G, heads)
         return risk, (weights * (g * g).sum(-1)).sum()
 
+    def _risk_grad_phi(self, X, Y, heads, weights):
+        """Risk (10), ``grad Phi(omega_i; rho)`` (13) and ``Phi(omega_i; rho)`` (11) at the measure's own
+        atoms, for the local solvers of :mod:`mfattn.static`; no validation.
+
+        When heads and samples fit in one chunk, the forward pass that gives the logits is reused
+        for ``Phi`` and the backward pass (one head pass instead of three); otherwise the streamed
+        routines are called.
+        """
+        B, L, _ = X.shape
+        sb, hb = self._chunks(B, heads.shape[0], L)
+        scale = 1.0 / (B * L)
+        if sb < B or hb < heads.shape[0]:
+            z = self._logits(X, heads, weights)
+            G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) * scale
+            return cross_entropy(Y, z).mean(), self._grad(X, G, heads), self._phi(X, G, heads)
+        out, cache = self._forward(X, heads)
+        z = torch.einsum("c,cblx->blx", weights, out) @ self.W_out
+        G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) * scale
+        phi = torch.einsum("cblx,blx->c", out, G)
+        return cross_entropy(Y, z).mean(), self._backward(X, G, cache, False), phi
+
     def _prepare(self, data, heads, weights, query=None, *, per_sample: bool = False):
         """Validate the arguments; return (data, query, heads, weights, G) with ``G`` the pulled-back
         residual scaled by ``1/(n L)`` (the E_X average of (11)), or by ``1/L`` when ``per_sample``."""

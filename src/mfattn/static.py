@@ -1,0 +1,610 @@
+"""The static problem of paper section 4: the mean-field optimum over P(K) and the finite-head optimum.
+
+Used by chapter 03 (Theorems 4.1 and 4.3) and by the long-time chapter (the support condition of the
+limit measure).
+
+The risk (10) is convex in the measure: the logits (8) are linear in rho and the cross-entropy (9) is
+convex in the logits. Convexity gives, for every rho and every nu in P(K),
+``E(nu) >= E(rho) + int Phi(.; rho) d(nu - rho)`` (the first variation (11) is the derivative (12)).
+Minimising the right side over nu puts all of nu's mass at a minimiser of ``Phi(.; rho)`` over ``K``,
+which brackets the infimum from both sides:
+
+.. math::
+    \\mathcal E(\\rho) - \\mathrm{gap}(\\rho) \\le \\inf_{\\mathcal P(K)}\\mathcal E \\le \\mathcal E(\\rho),
+    \\qquad \\mathrm{gap}(\\rho) = \\int\\Phi(\\cdot;\\rho)\\,d\\rho - \\min_K\\Phi(\\cdot;\\rho) \\ge 0,
+
+the conditional-gradient (Frank-Wolfe) certificate. ``gap(rho) = 0`` is exactly the support condition
+(16) of Theorem 4.3. The minimum over ``K`` is computed by multistart projected gradient descent, so
+it is an upper estimate of the true minimum and the lower end of the bracket is as good as that
+search: :class:`PhiMinimum` reports how many starts reach the best value.
+
+Here ``K`` is a Euclidean ball (:class:`Ball`). Two facts of the model shape the problem on it (both
+are used by chapter 03 and checked in ``tests/test_static.py``):
+
+* ``psi(X; omega)`` is linear in ``W_V`` (and in ``W_O``), so along the segment that scales ``W_V`` by
+  ``c in [0, 1]`` the feature is ``c psi`` and ``Phi`` is ``c Phi``; ``Phi(omega) = 0`` when ``W_V = 0``;
+* flipping the sign of ``W_V`` maps ``psi`` to ``-psi`` and keeps the norm, so ``Phi(.; rho)`` takes
+  the values ``v`` and ``-v`` on ``K``.
+
+Hence ``min_K Phi <= 0``, with equality only if ``Phi(.; rho)`` vanishes on all of ``K``; otherwise every
+minimiser lies on the boundary sphere (a minimiser inside ``K`` with ``Phi < 0`` could be scaled out).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from threadpoolctl import threadpool_limits
+
+from ._checks import check_positive, check_tensor, check_weights
+from ._progress import progress_bar
+from .data import Dataset
+from .model import HeadModel
+from .softmax import cross_entropy
+
+__all__ = [
+    "Ball",
+    "PhiMinimum",
+    "Certificate",
+    "MeanFieldOptimum",
+    "FiniteOptimum",
+    "minimize_first_variation",
+    "certificate",
+    "mean_field_optimum",
+    "finite_head_optimum",
+    "round_measure",
+    "sample_measure",
+    "iid_construction",
+    "feature_sup",
+]
+
+
+# ---------------------------------------------------------------------------------- the set K
+@dataclass(frozen=True)
+class Ball:
+    """The compact parameter set ``K = {omega : ||omega - center|| <= radius}`` of Theorems 4.1, 4.3.
+
+    ``center`` is the origin when omitted (the ball is then invariant under the sign flip of ``W_V``
+    and under orthogonal changes of basis inside a head).
+    """
+
+    radius: float
+    center: torch.Tensor | None = None
+
+    def __post_init__(self):
+        check_positive(self.radius, "radius")
+        if self.center is not None:
+            check_tensor(self.center, "center", ndim=1)
+
+    def _c(self, omega: torch.Tensor) -> torch.Tensor:
+        if self.center is None:
+            return torch.zeros((), dtype=omega.dtype, device=omega.device)
+        if self.center.shape[0] != omega.shape[-1]:
+            raise ValueError(f"omega: dimension {omega.shape[-1]} differs from the center's {self.center.shape[0]}")
+        return self.center.to(dtype=omega.dtype, device=omega.device)
+
+    def norm(self, omega: torch.Tensor) -> torch.Tensor:
+        """``||omega - center||`` along the last axis."""
+        return (omega - self._c(omega)).norm(dim=-1)
+
+    def project(self, omega: torch.Tensor) -> torch.Tensor:
+        """Euclidean projection onto the ball, row by row (points inside are unchanged)."""
+        c = self._c(omega)
+        r = (omega - c).norm(dim=-1, keepdim=True)
+        return c + (omega - c) * torch.clamp(self.radius / r.clamp_min(torch.finfo(omega.dtype).tiny), max=1.0)
+
+    def contains(self, omega: torch.Tensor, rtol: float = 1e-12) -> torch.Tensor:
+        return self.norm(omega) <= self.radius * (1 + rtol)
+
+    def sample_sphere(self, n: int, d: int, *, generator: torch.Generator, dtype=torch.float64, device="cpu"):
+        """``n`` points uniform on the boundary sphere, drawn on the CPU in float64 with ``generator``."""
+        check_positive(n, "n", integer=True)
+        u = torch.randn(n, d, generator=generator, dtype=torch.float64)
+        u = self.radius * u / u.norm(dim=1, keepdim=True)
+        if self.center is not None:
+            u = u + self.center.detach().to("cpu", torch.float64)
+        return u.to(device=device, dtype=dtype)
+
+
+def _check_ball(ball) -> Ball:
+    if not isinstance(ball, Ball):
+        raise ValueError(f"ball: expected a mfattn.static.Ball, got {type(ball).__name__}")
+    return ball
+
+
+def _check_generator(generator):
+    if not isinstance(generator, torch.Generator):
+        raise ValueError("generator: expected a torch.Generator")
+    return generator
+
+
+# ------------------------------------------------------------- the inner problem: min_K Phi
+class PhiMinimum(NamedTuple):
+    """Result of the multistart minimisation of ``Phi(.; rho)`` over ``K``."""
+
+    omega: torch.Tensor  # (d_omega,) the best point found
+    value: float  # Phi at it: an upper estimate of min_K Phi
+    points: torch.Tensor  # (S, d_omega) every start's final point
+    values: torch.Tensor  # (S,) Phi at those points
+    n_agree: int  # starts whose final value is within agree_tol (relative) of the best
+    n_starts: int
+    residual: float  # largest projected-gradient step |omega - P(omega - grad)| over the agreeing starts
+
+
+def _descend_phi(model: HeadModel, X, G, q, ball: Ball, iters: int, progress: bool):
+    """Batched projected gradient descent of ``q -> Phi(q)`` (``G`` fixed), one adaptive step per point:
+    a trial is accepted where it lowers Phi, and that point's step grows by 1.5, else halves."""
+    phi = model._phi(X, G, q)
+    g = model._grad(X, G, q)
+    step = 0.1 * ball.radius / g.norm(dim=1).clamp_min(1e-30)
+    for _ in progress_bar(range(iters), enabled=progress, desc="min Phi", leave=False):
+        trial = ball.project(q - step[:, None] * g)
+        phi_t = model._phi(X, G, trial)
+        ok = phi_t < phi
+        if bool(ok.any()):
+            q = torch.where(ok[:, None], trial, q)
+            phi = torch.where(ok, phi_t, phi)
+            g[ok] = model._grad(X, G, q[ok])
+        step = torch.where(ok, 1.5 * step, 0.5 * step)
+        if bool((step * g.norm(dim=1) < 1e-14 * ball.radius).all()):
+            break
+    return q, phi, g
+
+
+def minimize_first_variation(
+    model: HeadModel,
+    data: Dataset,
+    heads: torch.Tensor,
+    weights: torch.Tensor | None,
+    ball: Ball,
+    *,
+    generator: torch.Generator,
+    n_starts: int = 64,
+    starts: torch.Tensor | None = None,
+    iters: int = 200,
+    agree_tol: float = 1e-6,
+    progress: bool = False,
+) -> PhiMinimum:
+    r""":math:`\min_{\omega\in K}\Phi(\omega;\rho)` of (16) by multistart projected gradient descent.
+
+    ``rho`` is the measure of ``heads`` with ``weights``. The starts are ``n_starts`` points uniform
+    on the boundary sphere of ``K`` (drawn with ``generator``; the minimum lies there unless
+    ``Phi`` vanishes on ``K``, see the module docstring) and the rows of ``starts``, if given (for
+    instance the atoms of ``rho`` and earlier minimisers). All starts descend together, batched.
+    """
+    ball = _check_ball(ball)
+    _check_generator(generator)
+    check_positive(n_starts, "n_starts", integer=True, allow_zero=True)
+    check_positive(iters, "iters", integer=True, allow_zero=True)
+    check_positive(agree_tol, "agree_tol")
+    data, _, heads, weights, G = model._prepare(data, heads, weights)
+    parts = []
+    if n_starts:
+        parts.append(ball.sample_sphere(n_starts, model.d_omega, generator=generator, dtype=model.dtype,
+                                        device=model.device))
+    if starts is not None:
+        parts.append(ball.project(model._check_heads(starts, "starts")))
+    if not parts:
+        raise ValueError("n_starts: needs at least one start (n_starts > 0 or starts)")
+    q0 = torch.cat(parts)
+    q, phi, g = _descend_phi(model, data.X, G, q0, ball, iters, progress)
+    best = int(torch.argmin(phi))
+    vbest = float(phi[best])
+    agree = (phi - vbest) <= agree_tol * max(1.0, abs(vbest))
+    res = (q - ball.project(q - g)).norm(dim=1)
+    return PhiMinimum(q[best].clone(), vbest, q, phi, int(agree.sum()), q.shape[0], float(res[agree].max()))
+
+
+# ---------------------------------------------------------------- the certificate (bracket)
+class Certificate(NamedTuple):
+    r"""The Frank-Wolfe bracket ``lower <= inf_{P(K)} E <= upper`` at a measure rho."""
+
+    upper: float  # E(rho), eq. (10)
+    lower: float  # E(rho) - gap
+    gap: float  # int Phi d rho - min_K Phi >= 0; zero iff the support condition (16) holds
+    phi_mean: float  # int Phi(.; rho) d rho
+    phi_min: float  # min_K Phi(.; rho) (upper estimate, by multistart)
+    phi_support: torch.Tensor  # (N,) Phi(omega_i; rho) at the atoms
+    minimum: PhiMinimum
+
+
+def certificate(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, generator: torch.Generator,
+                n_starts: int = 64, starts=None, iters: int = 200, agree_tol: float = 1e-6,
+                progress: bool = False) -> Certificate:
+    r"""Conditional-gradient certificate of a measure rho over ``P(K)`` (Theorem 4.3, convexity of (10)).
+
+    .. math:: \mathcal E(\rho)-\inf_{\mathcal P(K)}\mathcal E \le \int\Phi(\cdot;\rho)\,d\rho-\min_K\Phi(\cdot;\rho).
+
+    The atoms of rho join the starts of the inner minimisation, so the gap is never negative.
+    The lower end is rigorous up to the inner search: if a better minimiser of Phi exists than the
+    multistart found, the true gap is larger.
+    """
+    ball = _check_ball(ball)
+    heads, weights = model._check_measure(heads, weights)
+    if not bool(ball.contains(heads, rtol=1e-9).all()):
+        raise ValueError(f"heads: some atoms lie outside K (largest norm {float(ball.norm(heads).max()):.6g} > "
+                         f"radius {ball.radius:.6g})")
+    extra = heads if starts is None else torch.cat([heads, model._check_heads(starts, "starts")])
+    mn = minimize_first_variation(model, data, heads, weights, ball, generator=generator, n_starts=n_starts,
+                                  starts=extra, iters=iters, agree_tol=agree_tol, progress=progress)
+    data, _, _, _, G = model._prepare(data, heads, weights)
+    phi_sup = model._phi(data.X, G, heads)
+    risk = float(model._risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0])
+    phi_mean = float((weights * phi_sup).sum())
+    gap = max(0.0, phi_mean - mn.value)
+    return Certificate(risk, risk - gap, gap, phi_mean, mn.value, phi_sup, mn)
+
+
+# ------------------------------------------------------- local solve over atoms (and weights)
+def _local_solve(model: HeadModel, X, Y, atoms, w, ball: Ball, *, free_weights: bool, maxiter: int, ftol: float):
+    """Minimise the risk (10) of ``sum_j w_j delta_{omega_j}`` over the atoms in ``K`` (and, with
+    ``free_weights``, over the weights on the simplex) by SLSQP, which keeps the ball and simplex
+    constraints exactly and converges superlinearly near a solution.
+
+    The gradient is exact: ``w_j grad Phi(omega_j; rho)`` in ``omega_j`` (13) and ``Phi(omega_j; rho)``
+    in ``w_j`` (11). Returns the atoms, the weights (clipped to the simplex) and scipy's result.
+    """
+    import numpy as np
+    from scipy.optimize import minimize
+
+    m, D = atoms.shape
+    c = ball._c(atoms).expand(m, D).detach().cpu().numpy()
+    t = lambda v: torch.from_numpy(v).to(device=atoms.device, dtype=atoms.dtype)
+    w_fixed = w
+
+    def split(x):
+        A = t(x[: m * D]).reshape(m, D)
+        return A, (t(x[m * D :]) if free_weights else w_fixed)
+
+    def fun(x):
+        A, ww = split(x)
+        risk, grad, phi = model._risk_grad_phi(X, Y, A, ww)
+        gA = (ww[:, None] * grad).flatten()
+        if free_weights:
+            gA = torch.cat([gA, phi])
+        return float(risk), gA.detach().cpu().double().numpy()
+
+    def ball_fun(x):
+        A = x[: m * D].reshape(m, D) - c
+        return ball.radius**2 - (A * A).sum(1)
+
+    def ball_jac(x):
+        A = x[: m * D].reshape(m, D) - c
+        J = np.zeros((m, x.size))
+        for j in range(m):  # sparse pattern of an (m, m*D) Jacobian; m is small
+            J[j, j * D : (j + 1) * D] = -2 * A[j]
+        return J
+
+    cons = [dict(type="ineq", fun=ball_fun, jac=ball_jac)]
+    x0 = atoms.detach().cpu().double().numpy().ravel()
+    bounds = [(None, None)] * (m * D)
+    if free_weights:
+        x0 = np.r_[x0, w.detach().cpu().double().numpy()]
+        bounds += [(0.0, 1.0)] * m
+        cons.append(dict(type="eq", fun=lambda x: x[m * D :].sum() - 1.0,
+                         jac=lambda x: np.r_[np.zeros(m * D), np.ones(m)][None]))
+    # SLSQP calls LAPACK at every iteration; OpenBLAS's worker threads then spin against torch's
+    # own thread pool (ten times slower on two cores), so BLAS runs on one thread here.
+    with threadpool_limits(limits=1, user_api="blas"):
+        res = minimize(fun, x0, jac=True, method="SLSQP", bounds=bounds, constraints=cons,
+                       options=dict(maxiter=maxiter, ftol=ftol))
+    A, ww = split(res.x)
+    A = ball.project(A)
+    if free_weights:
+        ww = ww.clamp_min(0)
+        ww = ww / ww.sum()
+    return A, ww, res
+
+
+# ------------------------------------------------------------ the mean-field optimum over P(K)
+def _distinct_vertices(mn: PhiMinimum, below: float, radius: float, k: int) -> torch.Tensor:
+    """Up to ``k`` of the multistart's final points with ``Phi < below``, best first, pairwise at least
+    ``1e-3 * radius`` apart (the best point is always included)."""
+    order = torch.argsort(mn.values)
+    chosen = [int(order[0])]
+    for i in order[1:].tolist():
+        if len(chosen) >= k or float(mn.values[i]) >= below:
+            break
+        if bool(((mn.points[chosen] - mn.points[i]).norm(dim=1) > 1e-3 * radius).all()):
+            chosen.append(i)
+    return mn.points[chosen]
+
+
+@dataclass
+class MeanFieldOptimum:
+    """A measure over ``K`` that (nearly) minimises (10), with its certificate and its history."""
+
+    heads: torch.Tensor  # (m, d_omega) atoms
+    weights: torch.Tensor  # (m,)
+    certificate: Certificate
+    upper: list  # E(rho) after each outer iteration
+    gap: list  # the certificate's gap after each outer iteration
+
+    @property
+    def bracket(self) -> tuple[float, float]:
+        return self.certificate.lower, self.certificate.upper
+
+
+def mean_field_optimum(
+    model: HeadModel,
+    data: Dataset,
+    ball: Ball,
+    *,
+    generator: torch.Generator,
+    atoms0: torch.Tensor | None = None,
+    n_atoms0: int = 8,
+    init_scale: float = 0.5,
+    outer: int = 6,
+    n_starts: int = 64,
+    iters: int = 150,
+    maxiter: int = 3000,
+    ftol: float = 1e-15,
+    tol: float = 1e-9,
+    stall: float = 0.9,
+    vertices: int = 4,
+    final_starts: int | None = None,
+    progress: bool = True,
+) -> MeanFieldOptimum:
+    r"""A minimiser of the risk (10) over ``P(K)``, with the bracket of :func:`certificate`.
+
+    Fully corrective Frank-Wolfe in which the corrective step also moves the atoms. The measure is
+    a weighted dictionary of atoms (``atoms0``, or ``n_atoms0`` points at radius
+    ``init_scale * radius``). Every outer iteration (i) minimises the risk jointly over the atoms in
+    ``K`` and the weights on the simplex (a local solve, SLSQP), (ii) computes the certificate, and,
+    unless its gap is below ``tol``, (iii) adds up to ``vertices`` distinct local minimisers of
+    ``Phi(.; rho)`` below ``int Phi d rho`` (the best is the Frank-Wolfe vertex) to the dictionary with
+    zero weight. Atoms whose weight falls to zero are dropped. It stops early when the gap fails to
+    shrink by the factor ``stall`` (the local solve has then reached its floor: an interior optimum
+    has ``Phi = 0`` on ``K``, and its gap is of the order of the residual, not of its square). The returned certificate is recomputed with ``final_starts`` fresh starts (default
+    ``4 * n_starts``). Because the risk is convex in rho, a vanishing gap certifies a global
+    minimiser over ``P(K)`` (Theorem 4.3), whatever local solve produced it.
+    """
+    ball = _check_ball(ball)
+    _check_generator(generator)
+    data = model._check_data(data)
+    for k, v in dict(n_atoms0=n_atoms0, outer=outer, n_starts=n_starts, iters=iters, maxiter=maxiter).items():
+        check_positive(v, k, integer=True)
+    check_positive(init_scale, "init_scale")
+    check_positive(ftol, "ftol")
+    check_positive(tol, "tol", allow_zero=True)
+    check_positive(stall, "stall")
+    check_positive(vertices, "vertices", integer=True)
+    X, Y = data.X, data.Y
+    if atoms0 is None:
+        atoms = init_scale * ball.sample_sphere(n_atoms0, model.d_omega, generator=generator, dtype=model.dtype,
+                                                device=model.device)
+    else:
+        atoms = model._check_heads(atoms0, "atoms0")
+    atoms = ball.project(atoms)
+    w = torch.full((atoms.shape[0],), 1.0 / atoms.shape[0], dtype=model.dtype, device=model.device)
+    uppers, gaps = [], []
+    warm = None
+    bar = progress_bar(range(outer), enabled=progress, desc="Frank-Wolfe", leave=False)
+    for _ in bar:
+        atoms, w, _ = _local_solve(model, X, Y, atoms, w, ball, free_weights=True, maxiter=maxiter, ftol=ftol)
+        keep = w > 1e-12 * float(w.max())
+        atoms, w = atoms[keep], w[keep] / w[keep].sum()
+        cert = certificate(model, data, atoms, w, ball, generator=generator, n_starts=n_starts, starts=warm,
+                           iters=iters)
+        uppers.append(cert.upper)
+        gaps.append(cert.gap)
+        bar.set_postfix(risk=f"{cert.upper:.8f}", gap=f"{cert.gap:.2e}", atoms=atoms.shape[0])
+        if cert.gap <= tol or (len(gaps) > 1 and gaps[-1] > stall * gaps[-2]):
+            break
+        new = _distinct_vertices(cert.minimum, cert.phi_mean, ball.radius, vertices)
+        atoms = torch.cat([atoms, new])
+        w = torch.cat([w, w.new_zeros(new.shape[0])])
+        order = torch.argsort(cert.minimum.values)[: max(1, n_starts // 4)]
+        warm = cert.minimum.points[order]  # the best local minima seed the next inner search
+    keep = w > 0
+    atoms, w = atoms[keep], w[keep]
+    cert = certificate(model, data, atoms, w, ball, generator=generator,
+                       n_starts=final_starts if final_starts is not None else 4 * n_starts, starts=warm, iters=iters)
+    uppers[-1], gaps[-1] = cert.upper, cert.gap
+    return MeanFieldOptimum(atoms, w, cert, uppers, gaps)
+
+
+# --------------------------------------------------------------- the finite-head optimum inf E_N
+class FiniteOptimum(NamedTuple):
+    """Best of several projected-gradient runs on ``E_N(omega_1, ..., omega_N)`` over ``K^N``."""
+
+    heads: torch.Tensor  # (N, d_omega) the best configuration found
+    value: float  # E_N there: an upper estimate of inf E_N
+    values: torch.Tensor  # (R,) final value of every restart
+    labels: tuple  # (R,) where each restart started ("random", or the names given with inits)
+
+
+def _descend_risk(model, X, Y, heads, ball, iters: int):
+    """Projected gradient descent of ``E_N`` with uniform weights; a common adaptive step (x1.5 on a
+    decrease, /2 otherwise). The gradient of ``E_N`` in ``omega_i`` is ``grad Phi(omega_i; rho_N) / N``;
+    the step uses ``grad Phi`` itself (the mean-field time scale of (19))."""
+    w = torch.full((heads.shape[0],), 1.0 / heads.shape[0], dtype=heads.dtype, device=heads.device)
+    scale = 1.0 / (X.shape[0] * X.shape[1])
+    risk = lambda H: float(model._risk_and_dissipation(X, Y, H, w, dissipation=False)[0])
+    grad = lambda H: model._grad(X, model._pullback(X, Y, H, w) * scale, H)
+    f, g = risk(heads), grad(heads)
+    step = 0.1 * ball.radius / float(g.norm(dim=1).max().clamp_min(1e-30))
+    for _ in range(iters):
+        trial = ball.project(heads - step * g)
+        ft = risk(trial)
+        if ft < f:
+            heads, f = trial, ft
+            g = grad(heads)
+            step *= 1.5
+        else:
+            step *= 0.5
+            if step * float(g.norm(dim=1).max()) < 1e-15 * ball.radius:
+                break
+    return heads, f
+
+
+def finite_head_optimum(
+    model: HeadModel,
+    data: Dataset,
+    N: int,
+    ball: Ball,
+    *,
+    generator: torch.Generator,
+    n_random: int = 4,
+    inits: dict | None = None,
+    iters: int = 300,
+    init_scale: float = 1.0,
+    polish_max: int = 256,
+) -> FiniteOptimum:
+    r""":math:`\inf_{\omega_1..\omega_N\in K}\mathcal E_N` of (14), estimated from above by restarts.
+
+    Restarts: ``n_random`` configurations of ``N`` points uniform in direction at radius
+    ``init_scale * radius`` (drawn with ``generator``), and every ``(N, d_omega)`` tensor of the dict
+    ``inits`` (name -> configuration; e.g. :func:`round_measure` or :func:`sample_measure` of a
+    near-optimal measure, the constructions of Theorem 4.1's proof). Each runs ``iters`` projected
+    gradient steps and, when ``N * d_omega <= polish_max``, is polished by SLSQP (the local solve of
+    :func:`mean_field_optimum` with the weights held at ``1/N``). The spread of the final values
+    measures how rugged the landscape is.
+    """
+    ball = _check_ball(ball)
+    _check_generator(generator)
+    data = model._check_data(data)
+    check_positive(N, "N", integer=True)
+    check_positive(n_random, "n_random", integer=True, allow_zero=True)
+    check_positive(iters, "iters", integer=True, allow_zero=True)
+    check_positive(init_scale, "init_scale")
+    check_positive(polish_max, "polish_max", integer=True, allow_zero=True)
+    if init_scale > 1:
+        raise ValueError(f"init_scale: must be at most 1 (a fraction of the radius), got {init_scale}")
+    starts, labels = [], []
+    for _ in range(n_random):
+        starts.append(init_scale * ball.sample_sphere(N, model.d_omega, generator=generator, dtype=model.dtype,
+                                                      device=model.device))
+        labels.append("random")
+    for name, h in (inits or {}).items():
+        h = model._check_heads(h, f"inits[{name!r}]")
+        if h.shape[0] != N:
+            raise ValueError(f"inits[{name!r}]: has {h.shape[0]} heads, expected N = {N}")
+        starts.append(ball.project(h))
+        labels.append(str(name))
+    if not starts:
+        raise ValueError("n_random: needs at least one restart (n_random > 0 or inits)")
+    finals, values = [], []
+    w = torch.full((N,), 1.0 / N, dtype=model.dtype, device=model.device)
+    for h in starts:  # a handful of independent problems; each run is batched over its N heads
+        h, f = _descend_risk(model, data.X, data.Y, h, ball, iters)
+        if N * model.d_omega <= polish_max:
+            h, _, res = _local_solve(model, data.X, data.Y, h, w, ball, free_weights=False, maxiter=1000,
+                                     ftol=1e-15)
+            f = float(model._risk_and_dissipation(data.X, data.Y, h, w, dissipation=False)[0])
+        finals.append(h)
+        values.append(f)
+    best = min(range(len(values)), key=values.__getitem__)
+    return FiniteOptimum(finals[best], values[best], torch.tensor(values, dtype=torch.float64), tuple(labels))
+
+
+def round_measure(heads: torch.Tensor, weights: torch.Tensor, N: int) -> torch.Tensor:
+    r"""``N`` equally weighted heads that round the measure ``sum_j w_j delta_{omega_j}``: atom ``j`` is
+    repeated ``n_j`` times with ``n_j`` the largest-remainder rounding of ``N w_j`` (so
+    ``|n_j / N - w_j| < 1/N`` and ``sum_j n_j = N``). The deterministic alternative to the i.i.d.
+    draws of Theorem 4.1's proof, for a measure with finitely many atoms."""
+    check_tensor(heads, "heads", ndim=2)
+    check_positive(N, "N", integer=True)
+    w = check_weights(weights, heads.shape[0], heads).detach().to("cpu", torch.float64)
+    target = N * w
+    n = torch.floor(target).long()
+    short = N - int(n.sum())
+    if short > 0:
+        n[torch.argsort(target - n, descending=True)[:short]] += 1
+    return heads.repeat_interleave(n.to(heads.device), dim=0)
+
+
+def sample_measure(heads: torch.Tensor, weights: torch.Tensor | None, N: int, *,
+                   generator: torch.Generator) -> torch.Tensor:
+    """``N`` i.i.d. draws from ``sum_j w_j delta_{omega_j}`` (the construction of Theorem 4.1's proof)."""
+    check_tensor(heads, "heads", ndim=2)
+    check_positive(N, "N", integer=True)
+    _check_generator(generator)
+    w = check_weights(weights, heads.shape[0], heads).detach().to("cpu", torch.float64)
+    idx = torch.multinomial(w, N, replacement=True, generator=generator)
+    return heads[idx.to(heads.device)]
+
+
+# ------------------------------------------------- Theorem 4.1's proof: N i.i.d. heads from rho
+def iid_construction(model: HeadModel, data: Dataset, heads, weights, N_grid, *, n_draws: int,
+                     generator: torch.Generator, progress: bool = True) -> dict:
+    r"""The construction in the proof of Theorem 4.1: ``N`` heads drawn i.i.d. from rho.
+
+    For every ``N`` of ``N_grid`` and each of ``n_draws`` draws, returns (as ``(len(N_grid), n_draws)``
+    arrays in a dict):
+
+    * ``logit_error``: :math:`\mathbb E_X\frac1L\sum_l\|z_l^{\hat\rho^N}(X)-z_l^{\rho}(X)\|` , the left side of
+      (15) averaged over the dataset's sequences and positions;
+    * ``logit_error_max``: the same norm, maximised over sequences and positions (15) is uniform in them;
+    * ``logit_mse``: :math:`\mathbb E_X\frac1L\sum_l\|z_l^{\hat\rho^N}-z_l^{\rho}\|^2`, whose mean over draws is
+      :math:`\frac1N\mathbb E_X\frac1L\sum_l\int\|\psi_l-z_l^\rho\|^2d\rho` (the variance step of the proof);
+    * ``risk_gap``: :math:`\mathcal E(\hat\rho^N)-\mathcal E(\rho)` (10).
+
+    rho is the (weighted) measure of ``heads``. The atoms' features are computed once; a draw is a
+    vector of counts, so its logits are a matrix product (vectorised over draws).
+    """
+    data = model._check_data(data)
+    heads, weights = model._check_measure(heads, weights)
+    check_positive(n_draws, "n_draws", integer=True)
+    _check_generator(generator)
+    N_grid = [int(N) for N in N_grid]
+    for N in N_grid:
+        check_positive(N, "N_grid", integer=True)
+    Psi = model.features(data.X, heads)  # (m, n, L, d_v)
+    z = torch.einsum("m,mblv->blv", weights, Psi)
+    E = float(cross_entropy(data.Y, z).mean())
+    m = heads.shape[0]
+    w_cpu = weights.detach().to("cpu", torch.float64)
+    out = {k: torch.empty(len(N_grid), n_draws, dtype=torch.float64)
+           for k in ("logit_error", "logit_error_max", "logit_mse", "risk_gap")}
+    batch = max(1, (1 << 26) // (Psi[0].numel() * Psi.element_size()))  # draws per matrix product
+    for a, N in enumerate(progress_bar(N_grid, enabled=progress, desc="N grid", leave=False)):
+        for s in range(0, n_draws, batch):
+            k = min(batch, n_draws - s)
+            idx = torch.multinomial(w_cpu.expand(k, m), N, replacement=True, generator=generator)
+            counts = torch.zeros(k, m, dtype=torch.float64).scatter_add_(1, idx, torch.ones(k, N, dtype=torch.float64))
+            zN = torch.einsum("km,mblv->kblv", (counts / N).to(Psi), Psi)
+            err = (zN - z).norm(dim=-1)  # (k, n, L)
+            out["logit_error"][a, s : s + k] = err.mean((1, 2)).cpu()
+            out["logit_error_max"][a, s : s + k] = err.amax((1, 2)).cpu()
+            out["logit_mse"][a, s : s + k] = err.pow(2).mean((1, 2)).cpu()
+            out["risk_gap"][a, s : s + k] = (cross_entropy(data.Y, zN).mean((1, 2)) - E).cpu()
+    return {"N": N_grid, "risk": E, **{k: v.numpy() for k, v in out.items()}}
+
+
+def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: torch.Generator, n_starts: int = 32,
+                iters: int = 200) -> float:
+    r"""Estimate :math:`B_\psi=\sup_{X,l,\omega\in K}\|\psi_l(X;\omega)\|`, the bound used in (15).
+
+    Multistart projected gradient ascent of :math:`\max_{b,l}\|\psi_l(X_b;\omega)\|^2` over ``K`` (by
+    autograd of the head map; one small batch of starts, not a hot path). A lower estimate of the
+    supremum over ``K`` for the sequences of ``X``.
+    """
+    ball = _check_ball(ball)
+    X = model._check_X(X)
+    _check_generator(generator)
+    check_positive(n_starts, "n_starts", integer=True)
+    check_positive(iters, "iters", integer=True, allow_zero=True)
+    q = ball.sample_sphere(n_starts, model.d_omega, generator=generator, dtype=model.dtype, device=model.device)
+
+    def value(q):
+        psi = model._forward(X, q)[0] @ model.W_out  # (S, n, L, d_v)
+        return psi.pow(2).sum(-1).flatten(1).amax(1)
+
+    f = value(q)
+    step = torch.full_like(f, 0.1 * ball.radius)
+    for _ in range(iters):
+        qq = q.detach().requires_grad_(True)
+        g = torch.autograd.grad(value(qq).sum(), qq)[0]
+        g = g / g.norm(dim=1, keepdim=True).clamp_min(1e-30)
+        with torch.no_grad():
+            trial = ball.project(q + step[:, None] * g)
+            ft = value(trial)
+            ok = ft > f
+            q = torch.where(ok[:, None], trial, q)
+            f = torch.where(ok, ft, f)
+            step = torch.where(ok, 1.5 * step, 0.5 * step)
+    return float(f.max().sqrt())

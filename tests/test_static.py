@@ -1,0 +1,221 @@
+"""The static problem of section 4: the ball K, the Frank-Wolfe certificate, the solvers and the
+constructions of Theorem 4.1's proof. Oracles: the teacher's exact optimum, convexity of (10),
+closed forms of the i.i.d. construction, and the model's exact symmetries."""
+
+import math
+
+import pytest
+import torch
+
+from mfattn.static import (
+    Ball,
+    certificate,
+    feature_sup,
+    finite_head_optimum,
+    iid_construction,
+    mean_field_optimum,
+    minimize_first_variation,
+    round_measure,
+    sample_measure,
+)
+from mfattn.tasks import teacher_task
+
+from conftest import make_problem
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    T = teacher_task(n=8, L=4, d_x=3, d_k=1, d_v=3, n_teacher=2, seed=1)
+    ball = Ball(1.25 * float(T.teacher_heads.norm(dim=1).max()))
+    return T, ball
+
+
+def scale_V(model, omega, c):
+    W_Q, W_K, W_V, W_O = model.unpack(omega)
+    return model.pack(W_Q, W_K, c * W_V, W_O)
+
+
+def test_ball_projection_is_the_nearest_point_and_idempotent():
+    g = torch.Generator().manual_seed(0)
+    center = torch.randn(6, generator=g, dtype=torch.float64)
+    ball = Ball(1.5, center)
+    x = 3 * torch.randn(200, 6, generator=g, dtype=torch.float64)
+    p = ball.project(x)
+    assert bool(ball.contains(p).all())
+    torch.testing.assert_close(ball.project(p), p, rtol=0, atol=1e-14)
+    inside = ball.norm(x) <= 1.5
+    assert bool(torch.equal(p[inside], x[inside]))
+    # nearest point: no point of the ball (sampled) is closer to x than its projection
+    cand = ball.project(center + 1.5 * torch.rand(5000, 1, generator=g, dtype=torch.float64)
+                        * torch.nn.functional.normalize(torch.randn(5000, 6, generator=g, dtype=torch.float64), dim=1))
+    d_proj = (x - p).norm(dim=1)
+    d_cand = torch.cdist(x, cand).min(1).values
+    assert bool((d_proj <= d_cand + 1e-12).all())
+    s = ball.sample_sphere(50, 6, generator=g)
+    torch.testing.assert_close(ball.norm(s), torch.full((50,), 1.5, dtype=torch.float64))
+
+
+def test_phi_is_linear_along_W_V_and_odd_under_its_sign_flip(problem):
+    """The two facts behind 'min_K Phi <= 0, on the boundary unless Phi = 0 on K'."""
+    model, data, heads, w, g = problem
+    q = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+    phi = model.first_variation(data, q, heads, w)
+    for c in (0.0, 0.3, 2.0, -1.0):
+        torch.testing.assert_close(model.first_variation(data, scale_V(model, q, c), heads, w), c * phi,
+                                   rtol=1e-12, atol=1e-14)
+    flipped = scale_V(model, q, -1.0)
+    torch.testing.assert_close(flipped.norm(dim=1), q.norm(dim=1), rtol=0, atol=0)
+
+
+def test_certificate_is_zero_at_the_teacher_and_brackets_its_optimum(teacher):
+    T, ball = teacher
+    g = torch.Generator().manual_seed(0)
+    c = certificate(T.model, T.data, T.teacher_heads, T.teacher_weights, ball, generator=g, n_starts=8, iters=30)
+    assert c.gap <= 1e-12 and abs(c.phi_min) <= 1e-12  # residual zero: Phi vanishes on all of K
+    assert math.isclose(c.upper, T.optimal_risk, rel_tol=1e-12)
+    # a perturbed measure: positive gap, and the bracket still contains the exact optimum
+    pert = T.teacher_heads + 0.3 * torch.randn(T.teacher_heads.shape, generator=g, dtype=torch.float64)
+    c = certificate(T.model, T.data, ball.project(pert), T.teacher_weights, ball, generator=g, n_starts=32, iters=150)
+    assert c.gap > 1e-4
+    assert c.lower <= T.optimal_risk <= c.upper
+    assert c.minimum.n_agree >= 2
+
+
+def test_certificate_lower_end_is_below_every_measure_in_K(problem):
+    """Convexity of (10): E(nu) >= E(rho) + int Phi(.; rho) d(nu - rho) >= certificate lower end."""
+    model, data, heads, w, g = problem
+    ball = Ball(2.5)
+    heads = ball.project(heads)
+    c = certificate(model, data, heads, w, ball, generator=g, n_starts=32, iters=200)
+    phi_rho = model.first_variation(data, heads, heads, w)
+    for _ in range(20):
+        nu = ball.project(2 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64))
+        E_nu = float(model.risk(data, nu))
+        linear = c.upper + float(model.first_variation(data, nu, heads, w).mean()) - float((w * phi_rho).sum())
+        assert E_nu >= linear - 1e-12
+        assert E_nu >= c.lower - 1e-12
+    with pytest.raises(ValueError, match="heads"):
+        certificate(model, data, 10 * heads, w, ball, generator=g)
+
+
+def test_minimum_of_phi_is_on_the_sphere_and_not_above_sampled_values(problem):
+    model, data, heads, w, g = problem
+    ball = Ball(2.0)
+    mn = minimize_first_variation(model, data, heads, w, ball, generator=g, n_starts=32, iters=200)
+    assert mn.value < 0
+    assert abs(float(ball.norm(mn.omega)) - 2.0) < 1e-9
+    sample = ball.project(3 * torch.randn(2000, model.d_omega, generator=g, dtype=torch.float64))
+    assert mn.value <= float(model.first_variation(data, sample, heads, w).min())
+    assert 1 <= mn.n_agree <= mn.n_starts == 32
+
+
+def test_mean_field_optimum_reaches_the_teacher_optimum(teacher):
+    T, ball = teacher
+    opt = mean_field_optimum(T.model, T.data, ball, generator=torch.Generator().manual_seed(2), n_atoms0=6,
+                             outer=3, n_starts=16, iters=100, progress=False)
+    lo, up = opt.bracket
+    assert lo <= T.optimal_risk + 1e-12 and up >= T.optimal_risk - 1e-12
+    assert up - T.optimal_risk < 1e-7 and up - lo < 1e-3
+    assert bool(ball.contains(opt.heads).all()) and math.isclose(float(opt.weights.sum()), 1.0, rel_tol=1e-12)
+
+
+def test_boundary_optimum_satisfies_the_support_condition():
+    """With the teacher outside K, the optimum's atoms lie on the sphere, with equal Phi (Thm 4.3)."""
+    T = teacher_task(n=6, L=4, d_x=3, d_k=1, d_v=3, n_teacher=2, seed=3)
+    ball = Ball(0.4 * float(T.teacher_heads.norm(dim=1).max()))
+    opt = mean_field_optimum(T.model, T.data, ball, generator=torch.Generator().manual_seed(0), n_atoms0=4,
+                             outer=12, n_starts=16, iters=100, progress=False)
+    c = opt.certificate
+    assert c.gap < 1e-7, opt.gap
+    assert c.lower > T.optimal_risk + 1e-3  # K excludes the teacher: strictly worse than the entropy
+    torch.testing.assert_close(ball.norm(opt.heads), torch.full_like(opt.weights, ball.radius), rtol=1e-9, atol=0)
+    assert float((c.phi_support - c.phi_min).abs().max()) < 1e-5 and c.phi_min < 0
+
+
+def test_round_measure_and_sample_measure():
+    g = torch.Generator().manual_seed(0)
+    heads = torch.randn(5, 3, generator=g, dtype=torch.float64)
+    w = torch.tensor([0.05, 0.4, 0.25, 0.17, 0.13], dtype=torch.float64)
+    for N in (1, 3, 7, 100, 1001):
+        r = round_measure(heads, w, N)
+        assert r.shape == (N, 3)
+        counts = torch.stack([(r == h).all(1).sum() for h in heads]).double()
+        assert int(counts.sum()) == N and bool(((counts / N - w).abs() < 1 / N).all())
+    draws = sample_measure(heads, w, 200_000, generator=g)
+    freq = torch.stack([(draws == h).all(1).double().mean() for h in heads])
+    assert bool(((freq - w).abs() < 5 * (w * (1 - w) / 200_000).sqrt()).all())
+    with pytest.raises(ValueError, match="N"):
+        round_measure(heads, w, 0)
+    with pytest.raises(ValueError, match="weights"):
+        sample_measure(heads, w * 2, 3, generator=g)
+
+
+def test_iid_construction_matches_closed_forms(problem):
+    model, data, heads, w, g = problem
+    out = iid_construction(model, data, heads, w, [1, 4, 16], n_draws=4000, generator=g, progress=False)
+    psi = model.features(data.X, heads)
+    z = torch.einsum("m,mblv->blv", w, psi)
+    # E ||z_N - z||^2 = (1/N) sum_j w_j ||psi_j - z||^2, averaged over sequences and positions
+    var = float(torch.einsum("m,mbl->bl", w, (psi - z).pow(2).sum(-1)).mean())
+    for a, N in enumerate(out["N"]):
+        mse = out["logit_mse"][a]
+        assert abs(mse.mean() - var / N) < 5 * mse.std() / math.sqrt(mse.size)
+    # N = 1: a draw is one atom, so its risk gap is one of E(delta_j) - E(rho)
+    E = float(model.risk(data, heads, w))
+    atoms = torch.tensor([float(model.risk(data, heads[j : j + 1])) - E for j in range(heads.shape[0])], dtype=torch.float64)
+    gaps1 = torch.from_numpy(out["risk_gap"][0])
+    assert bool((gaps1[:, None] - atoms[None]).abs().min(1).values.max() < 1e-12)
+    # Jensen: the mean risk gap is nonnegative (logits are unbiased, the loss convex)
+    for a in range(3):
+        gap = out["risk_gap"][a]
+        assert gap.mean() > -3 * gap.std() / math.sqrt(gap.size)
+
+
+def test_finite_head_optimum_attains_the_teacher_with_n_teacher_heads(teacher):
+    T, ball = teacher
+    g = torch.Generator().manual_seed(0)
+    N = T.teacher_heads.shape[0]
+    start = ball.project(T.teacher_heads + 0.05 * torch.randn(T.teacher_heads.shape, generator=g, dtype=torch.float64))
+    fo = finite_head_optimum(T.model, T.data, N, ball, generator=g, n_random=1, inits={"near": start}, iters=50)
+    assert fo.value - T.optimal_risk < 1e-9
+    assert bool((fo.values >= T.optimal_risk - 1e-12).all())  # inf E_N >= inf E (Theorem 4.1, left side)
+    assert fo.labels == ("random", "near")
+    with pytest.raises(ValueError, match="inits"):
+        finite_head_optimum(T.model, T.data, N + 1, ball, generator=g, inits={"near": start})
+
+
+def test_feature_sup_lies_between_sampled_values_and_a_closed_form_bound(problem):
+    model, data, *_ = problem
+    g = torch.Generator().manual_seed(1)
+    ball = Ball(1.7)
+    B = feature_sup(model, data.X, ball, generator=g, n_starts=16, iters=150)
+    sample = ball.sample_sphere(500, model.d_omega, generator=g)
+    sampled = float(model.features(data.X, sample).norm(dim=-1).max())
+    # ||psi_l|| <= max_s ||x_s|| ||W_V|| ||W_O|| ||W_out|| <= max_s ||x_s|| (R^2 / 2) ||W_out||_op
+    bound = float(data.X.norm(dim=-1).max()) * 1.7**2 / 2 * float(torch.linalg.matrix_norm(model.W_out, 2))
+    assert sampled <= B <= bound * (1 + 1e-12)
+
+
+def test_fused_risk_grad_phi_equals_the_streamed_routines():
+    model, data, heads, w, _ = make_problem(N=9)
+    risk, grad, phi = model._risk_grad_phi(data.X, data.Y, heads, w)
+    small = type(model)(model.W_out, model.d_k, chunk_size=2, sample_chunk=2)
+    r2, g2, p2 = small._risk_grad_phi(data.X, data.Y, heads, w)
+    torch.testing.assert_close(risk, model.risk(data, heads, w), rtol=1e-13, atol=0)
+    torch.testing.assert_close(grad, model.grad_first_variation(data, heads, heads, w), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(phi, model.first_variation(data, heads, heads, w), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close((r2, g2, p2), (risk, grad, phi), rtol=1e-12, atol=1e-14)
+
+
+def test_bad_arguments_name_themselves(problem):
+    model, data, heads, w, g = problem
+    with pytest.raises(ValueError, match="radius"):
+        Ball(-1.0)
+    with pytest.raises(ValueError, match="ball"):
+        minimize_first_variation(model, data, heads, w, 3.0, generator=g)
+    with pytest.raises(ValueError, match="generator"):
+        minimize_first_variation(model, data, heads, w, Ball(1.0), generator=0)
+    with pytest.raises(ValueError, match="init_scale"):
+        finite_head_optimum(model, data, 2, Ball(1.0), generator=g, init_scale=2.0)
+    with pytest.raises(ValueError, match="N_grid"):
+        iid_construction(model, data, heads, w, [0, 2], n_draws=3, generator=g)
