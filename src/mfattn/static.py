@@ -357,8 +357,9 @@ def mean_field_optimum(
     unless its gap is below ``tol``, (iii) adds up to ``vertices`` distinct local minimisers of
     ``Phi(.; rho)`` below ``int Phi d rho`` (the best is the Frank-Wolfe vertex) to the dictionary with
     zero weight. Atoms whose weight falls to zero are dropped. It stops early when the gap fails to
-    shrink by the factor ``stall`` (the local solve has then reached its floor: an interior optimum
-    has ``Phi = 0`` on ``K``, and its gap is of the order of the residual, not of its square). The returned certificate is recomputed with ``final_starts`` fresh starts (default
+    shrink by the factor ``stall`` while the risk drops by less than ``1e-3`` times the gap: the
+    local solve has then reached its floor (an interior optimum has ``Phi = 0`` on ``K``, and its
+    gap is of the order of the residual, not of its square). The returned certificate is recomputed with ``final_starts`` fresh starts (default
     ``4 * n_starts``). Because the risk is convex in rho, a vanishing gap certifies a global
     minimiser over ``P(K)`` (Theorem 4.3), whatever local solve produced it.
     """
@@ -392,7 +393,8 @@ def mean_field_optimum(
         uppers.append(cert.upper)
         gaps.append(cert.gap)
         bar.set_postfix(risk=f"{cert.upper:.8f}", gap=f"{cert.gap:.2e}", atoms=atoms.shape[0])
-        if cert.gap <= tol or (len(gaps) > 1 and gaps[-1] > stall * gaps[-2]):
+        stalled = len(gaps) > 1 and gaps[-1] > stall * gaps[-2] and uppers[-2] - uppers[-1] < 1e-3 * gaps[-1]
+        if cert.gap <= tol or stalled:
             break
         new = _distinct_vertices(cert.minimum, cert.phi_mean, ball.radius, vertices)
         atoms = torch.cat([atoms, new])
