@@ -239,33 +239,36 @@ class ReferenceFlow:
     risk: torch.Tensor  # (R,) E(rho_t) of the reference population
     dissipation: torch.Tensor  # (R,) I(rho_t), eq. (38)
     population: torch.Tensor  # (R, N_ref, d_omega) the reference particles at the recording times
-    stage_residuals: torch.Tensor  # (K, 4, n, L, d_x) G at every Runge-Kutta stage, scaled by 1/(nL)
+    stage_residuals: torch.Tensor | None  # (K, 4, n, L, d_x) G at every Runge-Kutta stage, scaled by 1/(nL)
 
     def characteristics(self, omega0: torch.Tensor, *, progress: bool = False) -> torch.Tensor:
         """Tagged characteristics: the points ``omega0 (M, d_omega)`` moved by the reference drift
         ``-2 zeta(t) grad Phi(.; rho_t)`` with the same Runge-Kutta scheme. Returns (R, M, d_omega).
 
         A point of the reference population's initial cloud is carried to that particle's path.
+        Needs the flow's stage residuals (``reference_flow(..., keep_stages=True)``, the default).
         """
+        if self.stage_residuals is None:
+            raise ValueError("characteristics: this flow was run with keep_stages=False and kept no residuals")
         w = self.model._check_heads(omega0, "omega0")
         out = [w.clone()]
         steps = self.stage_residuals.shape[0]
         for k in progress_bar(range(steps), enabled=progress, desc="characteristics", leave=False):
-            w = _rk4_step(self.model, self.X, self.zeta, k * self.step, self.step, w,
-                          lambda s, _w: self.stage_residuals[k, s])
+            w = _rk4_step(self.zeta, k * self.step, self.step, w,
+                          lambda s, _w: self.model._grad(self.X, self.stage_residuals[k, s], _w))
             if (k + 1) % self.per_record == 0:
                 out.append(w.clone())
         return torch.stack(out)
 
 
-def _rk4_step(model, X, zeta, t, h, w, residual):
-    """One classical Runge-Kutta step of dw/dt = -2 zeta(t) grad Phi(w; rho_t); ``residual(stage, w)``
-    returns the scaled pulled-back residual G at that stage."""
+def _rk4_step(zeta, t, h, w, grad):
+    """One classical Runge-Kutta step of dw/dt = -2 zeta(t) grad Phi(w; rho_t); ``grad(stage, w)``
+    returns grad Phi at that stage's points."""
     c = (0.0, 0.5, 0.5, 1.0)
     ks = []
     for s in range(4):
         ws = w if s == 0 else w + (c[s] * h) * ks[-1]
-        ks.append(-2 * zeta(t + c[s] * h) * model._grad(X, residual(s, ws), ws))
+        ks.append(-2 * zeta(t + c[s] * h) * grad(s, ws))
     return w + (h / 6) * (ks[0] + 2 * ks[1] + 2 * ks[2] + ks[3])
 
 
@@ -278,45 +281,57 @@ def reference_flow(
     step: float,
     record_every: float,
     zeta=1.0,
+    keep_stages: bool = True,
     progress: bool = True,
 ) -> ReferenceFlow:
     r"""Integrate the characteristics (21), :math:`\dot W = -2\zeta(t)\nabla\Phi(W;\rho_t)`, of the
     reference population ``particles0`` (uniform weights) with step ``step`` up to ``T``.
 
     The population's empirical measure stands for :math:`\rho_t`; its own sampling error is of
-    order ``N_ref^{-1/2}`` and sets the floor of any comparison with it.
+    order ``N_ref^{-1/2}`` and sets the floor of any comparison with it. (Started from an empirical
+    measure, the PDE (20) stays empirical: this is then its exact solution, up to the integrator.)
+
+    The risk and the dissipation at a recording time come with the first Runge-Kutta stage of the
+    next step, at no extra cost. ``keep_stages=False`` keeps no stage residuals (long runs, whose
+    residuals would fill the memory); :meth:`ReferenceFlow.characteristics` then cannot be called.
     """
     data, W, weights = _check_start(model, data, particles0, None)
     per_record, n_records = _grid(T, record_every, step, "step")
     zeta = as_profile(zeta)
     X, Y = data.X, data.Y
-    scale = 1.0 / (data.n * data.L)
     stages = []
     pop, risk, diss = [W.clone()], [], []
+    at_point = {}
 
-    def record(W):
-        r, i = model._risk_and_dissipation(X, Y, W, weights)
-        risk.append(float(r))
-        diss.append(float(i))
+    def grad(s, Ws):
+        r, G, g, _ = model._fused(X, Y, Ws, weights)
+        if s == 0:
+            at_point["risk"], at_point["diss"] = float(r), float((weights * (g * g).sum(-1)).sum())
+        if keep_stages:
+            stages[-1].append(G)
+        return g
 
-    def residual(s, Ws):
-        G = model._pullback(X, Y, Ws, weights) * scale
-        stages[-1].append(G)
-        return G
-
-    record(W)
     bar = progress_bar(range(per_record * n_records), enabled=progress, desc="reference flow", leave=False)
     for k in bar:
         stages.append([])
-        W = _rk4_step(model, X, zeta, k * step, step, W, residual)
-        stages[-1] = torch.stack(stages[-1])
+        W = _rk4_step(zeta, k * step, step, W, grad)
+        if keep_stages:
+            stages[-1] = torch.stack(stages[-1])
+        else:
+            stages.pop()
+        if k % per_record == 0:
+            risk.append(at_point["risk"])
+            diss.append(at_point["diss"])
         if (k + 1) % per_record == 0:
             pop.append(W.clone())
-            record(W)
+    r, i = model._risk_and_dissipation(X, Y, W, weights)
+    risk.append(float(r))
+    diss.append(float(i))
     times = torch.arange(n_records + 1, dtype=torch.float64) * record_every
     return ReferenceFlow(
         model, X, zeta, step, per_record, times, torch.tensor(risk, dtype=torch.float64),
-        torch.tensor(diss, dtype=torch.float64), torch.stack(pop), torch.stack(stages),
+        torch.tensor(diss, dtype=torch.float64), torch.stack(pop),
+        torch.stack(stages) if keep_stages else None,
     )
 
 

@@ -244,13 +244,15 @@ class HeadModel:
         g = self._grad(X, G, heads)
         return risk, (weights * (g * g).sum(-1)).sum()
 
-    def _risk_grad_phi(self, X, Y, heads, weights):
-        """Risk (10), ``grad Phi(omega_i; rho)`` (13) and ``Phi(omega_i; rho)`` (11) at the measure's own
-        atoms, for the local solvers of :mod:`mfattn.static`; no validation.
+    def _fused(self, X, Y, heads, weights, *, phi: bool = False):
+        """Risk (10), the scaled pulled-back residual ``G = (softmax z^rho - Y) W_out^T / (n L)``,
+        ``grad Phi(omega_i; rho)`` (13) at the measure's own atoms and, with ``phi``, ``Phi(omega_i; rho)``
+        (11); no validation. Returns ``(risk, G, grad, phi or None)``.
 
         When heads and samples fit in one chunk, the forward pass that gives the logits is reused
-        for ``Phi`` and the backward pass (one head pass instead of three); otherwise the streamed
-        routines are called.
+        for the backward pass and ``Phi`` (one head pass instead of two or three); otherwise the
+        streamed routines are called. The hot path of the characteristics (21) in
+        :mod:`mfattn.dynamics` and of the local solvers of :mod:`mfattn.static`.
         """
         B, L, _ = X.shape
         sb, hb = self._chunks(B, heads.shape[0], L)
@@ -258,12 +260,19 @@ class HeadModel:
         if sb < B or hb < heads.shape[0]:
             z = self._logits(X, heads, weights)
             G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) * scale
-            return cross_entropy(Y, z).mean(), self._grad(X, G, heads), self._phi(X, G, heads)
+            return (cross_entropy(Y, z).mean(), G, self._grad(X, G, heads),
+                    self._phi(X, G, heads) if phi else None)
         out, cache = self._forward(X, heads)
         z = torch.einsum("c,cblx->blx", weights, out) @ self.W_out
         G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) * scale
-        phi = torch.einsum("cblx,blx->c", out, G)
-        return cross_entropy(Y, z).mean(), self._backward(X, G, cache, False), phi
+        p = torch.einsum("cblx,blx->c", out, G) if phi else None
+        return cross_entropy(Y, z).mean(), G, self._backward(X, G, cache, False), p
+
+    def _risk_grad_phi(self, X, Y, heads, weights):
+        """Risk (10), ``grad Phi(omega_i; rho)`` (13) and ``Phi(omega_i; rho)`` (11) at the measure's own
+        atoms (see :meth:`_fused`), for the local solvers of :mod:`mfattn.static`; no validation."""
+        risk, _, grad, phi = self._fused(X, Y, heads, weights, phi=True)
+        return risk, grad, phi
 
     def _prepare(self, data, heads, weights, query=None, *, per_sample: bool = False):
         """Validate the arguments; return (data, query, heads, weights, G) with ``G`` the pulled-back
