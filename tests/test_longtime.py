@@ -160,3 +160,8 @@ def test_reference_flow_records_the_risk_and_dissipation_of_its_population(task)
                                    rtol=1e-12, atol=0)
     with pytest.raises(ValueError, match="keep_stages"):
         g.characteristics(P0)
+    radius = lambda W: float(W.norm(dim=1).max())
+    k = reference_flow(task.model, task.data, P0, T=0.6, step=0.1, record_every=0.3, progress=False, keep=2,
+                       statistics={"radius": radius})
+    assert torch.equal(k.population, f.population[:, :2]) and torch.equal(k.final, f.population[-1])
+    assert k.stats["radius"].tolist() == [radius(W) for W in f.population]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mfattn import entropy
-from mfattn.book import Verdict, check_at_most, check_close, check_fit, report, resolve_profile
+from mfattn.book import Verdict, check_at_most, check_close, check_fit, check_within, report, resolve_profile
 from mfattn.fitting import loglog_fit
 from mfattn.smoothness import feature_derivative_sup
 from mfattn.tasks import _OTHER, _corpus, markov_task, teacher_task, text_task
@@ -105,6 +105,9 @@ def test_profiles_and_verdicts(capsys):
     assert check_at_most("b", 0.5, 0.5).passed and not check_at_most("b", 0.51, 0.5, 0.005).passed
     fit = loglog_fit([1, 2, 4, 8], [1, 0.5, 0.25, 0.125])
     assert check_fit("c", fit, -1.0).passed and not check_fit("c", fit, -0.5).passed
+    assert check_within("d", 0.7, 0.5, 1.0, interval=(0.6, 0.8)).passed
+    assert not check_within("d", 0.7, 0.5, 1.0, interval=(0.4, 0.8)).passed
+    assert not check_within("d", 1.0, 0.5, 1.0, hi_open=True).passed and check_within("d", 1.0, 0.5, 1.0).passed
     assert report([check_close("a", 1.0, 1.0, 0.1)]) is True
     assert report([check_close("a", 2.0, 1.0, 0.1)]) is False
     out = capsys.readouterr().out

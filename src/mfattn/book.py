@@ -74,6 +74,17 @@ def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, w
     return Verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok)
 
 
+def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=None, hi_open: bool = False,
+                 why: str = "") -> Verdict:
+    """PASS when ``lo <= measured <= hi`` (``< hi`` with ``hi_open``); with ``interval = (a, b)``, a
+    confidence interval of the measurement, the whole interval must lie in the range."""
+    a, b = (measured, measured) if interval is None else interval
+    ok = all(math.isfinite(x) for x in (measured, a, b)) and lo <= a and (b < hi if hi_open else b <= hi)
+    rng = f"[{fmt(lo)}, {fmt(hi)}{')' if hi_open else ']'}"
+    tol = "point value" if interval is None else f"interval [{fmt(a)}, {fmt(b)}]"
+    return Verdict(claim, measured, f"in {rng}", tol + (f" ({why})" if why else ""), ok)
+
+
 def check_fit(claim: str, fit, predicted: float, why: str = "") -> Verdict:
     """PASS when the interval of a fitted rate contains ``predicted``: the slope of a
     :class:`~mfattn.fitting.LogLogFit` or the order of an :class:`~mfattn.fitting.OrderFit`."""

@@ -238,8 +238,10 @@ class ReferenceFlow:
     times: torch.Tensor  # (R,)
     risk: torch.Tensor  # (R,) E(rho_t) of the reference population
     dissipation: torch.Tensor  # (R,) I(rho_t), eq. (38)
-    population: torch.Tensor  # (R, N_ref, d_omega) the reference particles at the recording times
+    population: torch.Tensor  # (R, M, d_omega) the first ``keep`` particles (all by default) at the recording times
     stage_residuals: torch.Tensor | None  # (K, 4, n, L, d_x) G at every Runge-Kutta stage, scaled by 1/(nL)
+    final: torch.Tensor | None = None  # (N_ref, d_omega) every particle at time T
+    stats: dict | None = None  # name -> (R,) values of the requested statistics of all particles
 
     def characteristics(self, omega0: torch.Tensor, *, progress: bool = False) -> torch.Tensor:
         """Tagged characteristics: the points ``omega0 (M, d_omega)`` moved by the reference drift
@@ -282,6 +284,8 @@ def reference_flow(
     record_every: float,
     zeta=1.0,
     keep_stages: bool = True,
+    keep: int | None = None,
+    statistics: dict | None = None,
     progress: bool = True,
 ) -> ReferenceFlow:
     r"""Integrate the characteristics (21), :math:`\dot W = -2\zeta(t)\nabla\Phi(W;\rho_t)`, of the
@@ -294,13 +298,22 @@ def reference_flow(
     The risk and the dissipation at a recording time come with the first Runge-Kutta stage of the
     next step, at no extra cost. ``keep_stages=False`` keeps no stage residuals (long runs, whose
     residuals would fill the memory); :meth:`ReferenceFlow.characteristics` then cannot be called.
+    ``keep`` records only the first ``keep`` particles (0: none; all by default) and ``statistics``, a
+    dict of functions ``particles (N, d_omega) -> float``, is evaluated on all of them at every
+    recording time; the last population is always returned whole, as ``final``.
     """
     data, W, weights = _check_start(model, data, particles0, None)
     per_record, n_records = _grid(T, record_every, step, "step")
     zeta = as_profile(zeta)
+    keep = W.shape[0] if keep is None else keep
+    check_positive(keep, "keep", integer=True, allow_zero=True)
+    statistics = dict(statistics or {})
+    if not all(callable(f) for f in statistics.values()):
+        raise ValueError("statistics: expected a dict of callables particles -> float")
     X, Y = data.X, data.Y
     stages = []
-    pop, risk, diss = [W.clone()], [], []
+    pop, risk, diss = [W[:keep].clone()], [], []
+    rec_stats = {name: [float(f(W))] for name, f in statistics.items()}
     at_point = {}
 
     def grad(s, Ws):
@@ -323,7 +336,9 @@ def reference_flow(
             risk.append(at_point["risk"])
             diss.append(at_point["diss"])
         if (k + 1) % per_record == 0:
-            pop.append(W.clone())
+            pop.append(W[:keep].clone())
+            for name, f in statistics.items():
+                rec_stats[name].append(float(f(W)))
     r, i = model._risk_and_dissipation(X, Y, W, weights)
     risk.append(float(r))
     diss.append(float(i))
@@ -331,7 +346,8 @@ def reference_flow(
     return ReferenceFlow(
         model, X, zeta, step, per_record, times, torch.tensor(risk, dtype=torch.float64),
         torch.tensor(diss, dtype=torch.float64), torch.stack(pop),
-        torch.stack(stages) if keep_stages else None,
+        torch.stack(stages) if keep_stages else None, W,
+        {k: torch.tensor(v, dtype=torch.float64) for k, v in rec_stats.items()} if statistics else None,
     )
 
 
