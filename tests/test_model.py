@@ -205,13 +205,13 @@ def test_chunks_bound_the_work_per_kernel_call(problem, monkeypatch):
     model, data, heads, w, _ = problem
     m = HeadModel(model.W_out, model.d_k, chunk_size=3, sample_chunk=2)
     seen = []
-    orig = HeadModel._forward
+    orig = HeadModel._attend
 
     def spy(self, X, h):
         seen.append((h.shape[0], X.shape[0]))
         return orig(self, X, h)
 
-    monkeypatch.setattr(HeadModel, "_forward", spy)
+    monkeypatch.setattr(HeadModel, "_attend", spy)
     m.grad_first_variation(data, heads, heads, w)
     assert max(c for c, _ in seen) <= 3 and max(b for _, b in seen) <= 2
     assert sum(c * b for c, b in seen) == 2 * heads.shape[0] * data.n  # logits pass + gradient pass

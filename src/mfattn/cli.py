@@ -1,4 +1,6 @@
-"""Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill.
+"""Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill;
+``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
+(:mod:`mfattn.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.bench`).
 
 The chapter's jupytext MyST source ``notebooks/CHAPTER.md`` is converted to a notebook and
 executed with the given parameters. The executed copy goes to a fresh run folder
@@ -122,7 +124,14 @@ def main(argv=None) -> int:
     p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("list", help="list the chapters")
+    from . import distributed
+
+    p_shard = sub.add_parser("shard", help="SGD or the reference flow with heads sharded over torchrun processes")
+    distributed.add_arguments(p_shard)
     args = parser.parse_args(argv)
+    if args.command == "shard":
+        distributed.run(args)
+        return 0
     if args.command == "list":
         print("\n".join(chapters(repo_root())))
         return 0

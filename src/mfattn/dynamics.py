@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from ._checks import check_positive, check_weights
+from ._checks import check_positive
 from ._progress import progress_bar
 from .data import Dataset
 from .model import HeadModel
@@ -147,8 +147,8 @@ def _check_start(model: HeadModel, data: Dataset, heads0, weights):
     if not isinstance(model, HeadModel):
         raise ValueError("model: expected a mfattn.HeadModel")
     data = model._check_data(data)
-    heads0 = model._check_heads(heads0, "heads0")
-    return data, heads0, check_weights(weights, heads0.shape[0], heads0)
+    heads0, weights = model._check_measure(heads0, weights, "heads0")
+    return data, heads0, weights
 
 
 # --------------------------------------------------------------------------------- SGD
@@ -319,7 +319,7 @@ def reference_flow(
     def grad(s, Ws):
         r, G, g, _ = model._fused(X, Y, Ws, weights)
         if s == 0:
-            at_point["risk"], at_point["diss"] = float(r), float((weights * (g * g).sum(-1)).sum())
+            at_point["risk"], at_point["diss"] = float(r), float(model._weighted_sq_norm(weights, g))
         if keep_stages:
             stages[-1].append(G)
         return g

@@ -31,7 +31,10 @@ from .softmax import cross_entropy
 
 __all__ = ["HeadModel"]
 
-_DEFAULT_BUDGET = 1 << 27  # bytes for the (chunk, samples, L, L) attention tensors
+#: bytes for the (chunk, samples, L, L) attention tensors of one chunk, by device type. On a CPU a
+#: chunk that stays near the caches is faster than a large one (``python -m mfattn bench --budgets``
+#: measured 1.5-1.9x between 16 MiB and 128 MiB on 2 cores); a GPU wants large kernels.
+_DEFAULT_BUDGET = {"cpu": 1 << 24, "cuda": 1 << 30}
 
 
 def _blocks(n: int, size: int) -> Iterator[slice]:
@@ -56,8 +59,9 @@ class HeadModel:
         Heads per chunk. Default: chosen from ``memory_budget``.
     sample_chunk : int, optional
         Sequences per chunk. Default: chosen from ``memory_budget``.
-    memory_budget : int
-        Bytes allowed for the attention tensors ``(chunk, samples, L, L)`` of one chunk.
+    memory_budget : int, optional
+        Bytes allowed for the attention tensors ``(chunk, samples, L, L)`` of one chunk. Default:
+        16 MiB on a CPU, 1 GiB on a GPU.
     """
 
     def __init__(
@@ -67,7 +71,7 @@ class HeadModel:
         *,
         chunk_size: int | None = None,
         sample_chunk: int | None = None,
-        memory_budget: int = _DEFAULT_BUDGET,
+        memory_budget: int | None = None,
     ):
         check_tensor(W_out, "W_out", ndim=2)
         check_positive(d_k, "d_k", integer=True)
@@ -75,7 +79,8 @@ class HeadModel:
             check_positive(chunk_size, "chunk_size", integer=True)
         if sample_chunk is not None:
             check_positive(sample_chunk, "sample_chunk", integer=True)
-        check_positive(memory_budget, "memory_budget", integer=True)
+        if memory_budget is not None:
+            check_positive(memory_budget, "memory_budget", integer=True)
         self.W_out = W_out
         self.d_x, self.d_v = W_out.shape
         self.d_k = d_k
@@ -83,6 +88,7 @@ class HeadModel:
         self.chunk_size = chunk_size
         self.sample_chunk = sample_chunk
         self.memory_budget = memory_budget
+        self._budget = memory_budget or _DEFAULT_BUDGET.get(W_out.device.type, 1 << 27)
         self._scale = 1.0 / math.sqrt(d_k)
 
     # ------------------------------------------------------------------ basics
@@ -151,38 +157,75 @@ class HeadModel:
         check_dim(data.Y, "data.Y", 2, self.d_v, "d_v")
         return data
 
-    def _check_measure(self, heads, weights):
-        heads = self._check_heads(heads)
-        return heads, check_weights(weights, heads.shape[0], heads)
+    def _check_measure(self, heads, weights, name: str = "heads"):
+        heads = self._check_heads(heads, name)
+        return heads, self._check_weights(weights, heads)
+
+    def _check_weights(self, weights, heads):
+        return check_weights(weights, heads.shape[0], heads)
+
+    # ---------------------------------------------------------- sums over heads
+    # Heads interact only through sums over the measure: the logits (8) and the dissipation (38).
+    # Every such sum ends in ``_reduce``, the identity here; :class:`mfattn.distributed.ShardedHeadModel`
+    # makes it an all-reduce over the processes that each hold a shard of the heads.
+    def _reduce(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def _weighted_sq_norm(self, weights: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """``sum_i w_i |g_i|^2``: the dissipation (38) when ``g_i = grad Phi(omega_i; rho)``."""
+        return self._reduce((weights * (g * g).sum(-1)).sum())
 
     # ------------------------------------------------------------ chunk sizes
     def _chunks(self, n_samples: int, n_heads: int, L: int):
         item = torch.finfo(self.dtype).bits // 8
         per = 4 * L * L * item  # S, A, dA, dS for one (head, sample)
-        sb = self.sample_chunk or max(1, min(n_samples, self.memory_budget // per))
-        hb = self.chunk_size or max(1, min(n_heads, self.memory_budget // (per * sb)))
+        sb = self.sample_chunk or max(1, min(n_samples, self._budget // per))
+        hb = self.chunk_size or max(1, min(n_heads, self._budget // (per * sb)))
         return sb, hb
 
     def _future(self, L: int) -> torch.Tensor:
         return torch.ones(L, L, dtype=torch.bool, device=self.device).triu(1)
 
     # ----------------------------------------------------------- head kernels
+    def _attend(self, X: torch.Tensor, h: torch.Tensor):
+        """Eqs. (5)-(6) for a chunk of ``c`` heads: ``Q, K, V, AV (c, B, L, d_k)`` and ``A (c, B, L, L)``.
+
+        The three projections of every head of the chunk are one matrix product
+        ``X (B L, d_x) @ [W_Q | W_K | W_V] (d_x, 3 c d_k)``; the scores, the masked row softmax and
+        ``A V`` are batched over (head, sequence).
+        """
+        c = h.shape[0]
+        B, L, d_x = X.shape
+        d_k = self.d_k
+        W = h[:, : 3 * d_x * d_k].reshape(c, 3, d_x, d_k).permute(2, 0, 1, 3).reshape(d_x, 3 * c * d_k)
+        P = (X.reshape(B * L, d_x) @ W).reshape(B, L, c, 3, d_k).permute(3, 2, 0, 1, 4).contiguous()
+        Q, K, V = P[0], P[1], P[2]
+        S = (Q @ K.transpose(-1, -2)) * self._scale
+        S = S.masked_fill(self._future(L), float("-inf"))  # causal mask (5)
+        A = torch.softmax(S, dim=-1)  # row softmax (6)
+        return Q, K, V, A, A @ V
+
+    def _W_O(self, h: torch.Tensor) -> torch.Tensor:
+        return h[:, 3 * self.d_x * self.d_k :].reshape(h.shape[0], self.d_k, self.d_x)
+
     def _forward(self, X: torch.Tensor, h: torch.Tensor):
         """Head outputs ``A_omega(X) X W_V W_O`` in model space, shape (c, B, L, d_x).
 
         Eqs. (5)-(7) without ``W_out``; returns the intermediates for :meth:`_backward`.
         """
-        W_Q, W_K, W_V, W_O = self.unpack(h)
-        Xu = X.unsqueeze(0)  # (1, B, L, d_x)
-        Q = Xu @ W_Q.unsqueeze(1)  # (c, B, L, d_k)
-        K = Xu @ W_K.unsqueeze(1)
-        V = Xu @ W_V.unsqueeze(1)
-        S = (Q @ K.transpose(-1, -2)) * self._scale
-        S = S.masked_fill(self._future(X.shape[1]), float("-inf"))  # causal mask (5)
-        A = torch.softmax(S, dim=-1)  # row softmax (6)
-        AV = A @ V
-        out = AV @ W_O.unsqueeze(1)  # (c, B, L, d_x)
+        Q, K, V, A, AV = self._attend(X, h)
+        W_O = self._W_O(h)
+        c, B, L, d_k = AV.shape
+        out = (AV.reshape(c, B * L, d_k) @ W_O).reshape(c, B, L, self.d_x)
         return out, (Q, K, V, A, AV, W_O)
+
+    def _head_sum(self, X: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``sum_i w_i A_i X W_V,i W_O,i`` over a chunk, (B, L, d_x): the weighted head sum of (8) as one
+        matrix product ``AV (B L, c d_k) @ [w_i W_O,i] (c d_k, d_x)``, with no per-head output."""
+        AV = self._attend(X, h)[4]
+        c, B, L, d_k = AV.shape
+        W_O = (w.reshape(c, 1, 1) * self._W_O(h)).reshape(c * d_k, self.d_x)
+        return (AV.permute(1, 2, 0, 3).reshape(B * L, c * d_k) @ W_O).reshape(B, L, self.d_x)
 
     def _backward(self, X: torch.Tensor, G: torch.Tensor, cache, per_sample: bool) -> torch.Tensor:
         """Gradient in omega of ``sum_{b,l} <G[b,l], out_omega(X)[b,l]>`` for each head of a chunk.
@@ -191,19 +234,27 @@ class HeadModel:
         (c, B, d_omega) with ``per_sample`` (no sum over sequences).
         """
         Q, K, V, A, AV, W_O = cache
-        b = "b" if per_sample else ""
-        dW_O = torch.einsum(f"cblk,blx->c{b}kx", AV, G)
-        dAV = torch.einsum("blx,ckx->cblk", G, W_O)
+        c, B, L, d_k = AV.shape
+        d_x = self.d_x
+        Gf = G.reshape(B * L, d_x)
+        dAV = (Gf @ W_O.permute(2, 0, 1).reshape(d_x, c * d_k)).reshape(B, L, c, d_k).permute(2, 0, 1, 3)
+        dAV = dAV.contiguous()
+        if per_sample:
+            dW_O = torch.einsum("cblk,blx->cbkx", AV, G)
+        else:
+            dW_O = AV.reshape(c, B * L, d_k).transpose(1, 2) @ Gf  # (c, d_k, d_x)
         dV = A.transpose(-1, -2) @ dAV
         dA = dAV @ V.transpose(-1, -2)
         dS = A * (dA - (dA * A).sum(-1, keepdim=True)) * self._scale  # softmax backward, (4)
-        dQ = dS @ K
-        dK = dS.transpose(-1, -2) @ Q
-        spec = f"bld,cblk->c{b}dk"
-        dW_Q = torch.einsum(spec, X, dQ)
-        dW_K = torch.einsum(spec, X, dK)
-        dW_V = torch.einsum(spec, X, dV)
-        return self.pack(dW_Q, dW_K, dW_V, dW_O)
+        dP = torch.stack([dS @ K, dS.transpose(-1, -2) @ Q, dV])  # (3, c, B, L, d_k)
+        dP = dP.permute(2, 3, 1, 0, 4)  # (B, L, c, 3, d_k)
+        if per_sample:
+            dW = X.transpose(1, 2) @ dP.reshape(B, L, 3 * c * d_k)  # (B, d_x, 3 c d_k)
+            dW = dW.reshape(B, d_x, c, 3, d_k).permute(2, 0, 3, 1, 4).reshape(c, B, 3 * d_x * d_k)
+            return torch.cat([dW, dW_O.reshape(c, B, d_k * d_x)], dim=-1)
+        dW = X.reshape(B * L, d_x).T @ dP.reshape(B * L, 3 * c * d_k)  # (d_x, 3 c d_k)
+        dW = dW.reshape(d_x, c, 3, d_k).permute(1, 2, 0, 3).reshape(c, 3 * d_x * d_k)
+        return torch.cat([dW, dW_O.reshape(c, d_k * d_x)], dim=-1)
 
     def _logits_model_space(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor):
         """``sum_i w_i A_i X W_V,i W_O,i`` (B, L, d_x), streamed over sample and head chunks."""
@@ -212,9 +263,8 @@ class HeadModel:
         acc = X.new_zeros(B, L, self.d_x)
         for s in _blocks(B, sb):
             for h in _blocks(heads.shape[0], hb):
-                out, _ = self._forward(X[s], heads[h])
-                acc[s] += torch.einsum("c,cblx->blx", weights[h], out)
-        return acc
+                acc[s] += self._head_sum(X[s], heads[h], weights[h])
+        return self._reduce(acc)
 
     def _logits(self, X, heads, weights):
         return self._logits_model_space(X, heads, weights) @ self.W_out  # W_out once, eq. (8)
@@ -242,7 +292,7 @@ class HeadModel:
             return risk, None
         G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) / (X.shape[0] * X.shape[1])
         g = self._grad(X, G, heads)
-        return risk, (weights * (g * g).sum(-1)).sum()
+        return risk, self._weighted_sq_norm(weights, g)
 
     def _fused(self, X, Y, heads, weights, *, phi: bool = False):
         """Risk (10), the scaled pulled-back residual ``G = (softmax z^rho - Y) W_out^T / (n L)``,
@@ -263,7 +313,7 @@ class HeadModel:
             return (cross_entropy(Y, z).mean(), G, self._grad(X, G, heads),
                     self._phi(X, G, heads) if phi else None)
         out, cache = self._forward(X, heads)
-        z = torch.einsum("c,cblx->blx", weights, out) @ self.W_out
+        z = self._reduce(torch.einsum("c,cblx->blx", weights, out)) @ self.W_out
         G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) * scale
         p = torch.einsum("cblx,blx->c", out, G) if phi else None
         return cross_entropy(Y, z).mean(), G, self._backward(X, G, cache, False), p
