@@ -302,16 +302,3 @@ def test_bad_input_raises_value_error_naming_argument(case):
     name, call = bad_calls()[case]
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         call()
-
-
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_cuda_float32_matches_cpu_float64():
-    m64, d64, h64, w64, g = make_problem(torch.float64)
-    m = m64.to(device="cuda", dtype=torch.float32)
-    d = d64.to(device="cuda", dtype=torch.float32)
-    h, w = h64.cuda().float(), w64.cuda().float()
-    torch.testing.assert_close(m.risk(d, h, w).cpu().double(), m64.risk(d64, h64, w64), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(
-        m.grad_first_variation(d, h, h, w).cpu().double(), m64.grad_first_variation(d64, h64, h64, w64), rtol=1e-4, atol=1e-5
-    )

@@ -124,11 +124,17 @@ def main(argv=None) -> int:
     p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("list", help="list the chapters")
-    from . import distributed
+    from . import bench, distributed
+
+    p_bench = sub.add_parser("bench", help="time and memory of the engine against a per-head loop and a naive batch")
+    bench.add_arguments(p_bench)
 
     p_shard = sub.add_parser("shard", help="SGD or the reference flow with heads sharded over torchrun processes")
     distributed.add_arguments(p_shard)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        bench.main(args)
+        return 0
     if args.command == "shard":
         distributed.run(args)
         return 0

@@ -31,10 +31,10 @@ from .softmax import cross_entropy
 
 __all__ = ["HeadModel"]
 
-#: bytes for the (chunk, samples, L, L) attention tensors of one chunk, by device type. On a CPU a
-#: chunk that stays near the caches is faster than a large one (``python -m mfattn bench --budgets``
-#: measured 1.5-1.9x between 16 MiB and 128 MiB on 2 cores); a GPU wants large kernels.
-_DEFAULT_BUDGET = {"cpu": 1 << 24, "cuda": 1 << 30}
+#: bytes of working memory for one chunk, by device type. On a CPU a chunk that stays near the caches
+#: is faster than a large one (``python -m mfattn bench --budgets``: 1.2-1.9x between 32 MiB and
+#: 256 MiB on 2 cores); a GPU wants large kernels.
+_DEFAULT_BUDGET = {"cpu": 1 << 25, "cuda": 1 << 31}
 
 
 def _blocks(n: int, size: int) -> Iterator[slice]:
@@ -60,8 +60,8 @@ class HeadModel:
     sample_chunk : int, optional
         Sequences per chunk. Default: chosen from ``memory_budget``.
     memory_budget : int, optional
-        Bytes allowed for the attention tensors ``(chunk, samples, L, L)`` of one chunk. Default:
-        16 MiB on a CPU, 1 GiB on a GPU.
+        Bytes of working memory for one chunk of heads and samples (counted as 8 tensors of size
+        ``(chunk, samples, L, L)``). Default: 32 MiB on a CPU, 2 GiB on a GPU.
     """
 
     def __init__(
@@ -90,6 +90,7 @@ class HeadModel:
         self.memory_budget = memory_budget
         self._budget = memory_budget or _DEFAULT_BUDGET.get(W_out.device.type, 1 << 27)
         self._scale = 1.0 / math.sqrt(d_k)
+        self._bias = None
 
     # ------------------------------------------------------------------ basics
     @property
@@ -178,13 +179,20 @@ class HeadModel:
     # ------------------------------------------------------------ chunk sizes
     def _chunks(self, n_samples: int, n_heads: int, L: int):
         item = torch.finfo(self.dtype).bits // 8
-        per = 4 * L * L * item  # S, A, dA, dS for one (head, sample)
+        # what one (head, sample) holds at the peak of a gradient pass: A and dS (L x L), the softmax's and
+        # the products' temporaries, and the (L, d_k), (L, d_x) intermediates; `bench` measured the peak
+        # at 1.0-1.5x the budget with this count (8 L^2 items)
+        per = 8 * L * L * item
         sb = self.sample_chunk or max(1, min(n_samples, self._budget // per))
         hb = self.chunk_size or max(1, min(n_heads, self._budget // (per * sb)))
         return sb, hb
 
-    def _future(self, L: int) -> torch.Tensor:
-        return torch.ones(L, L, dtype=torch.bool, device=self.device).triu(1)
+    def _mask_bias(self, L: int) -> torch.Tensor:
+        """The causal mask (5) as an additive bias: 0 on and below the diagonal, -inf above."""
+        if self._bias is None or self._bias.shape[-1] != L:
+            future = torch.ones(L, L, dtype=torch.bool, device=self.device).triu(1)
+            self._bias = torch.zeros(1, L, L, dtype=self.dtype, device=self.device).masked_fill(future, float("-inf"))
+        return self._bias
 
     # ----------------------------------------------------------- head kernels
     def _attend(self, X: torch.Tensor, h: torch.Tensor):
@@ -200,8 +208,9 @@ class HeadModel:
         W = h[:, : 3 * d_x * d_k].reshape(c, 3, d_x, d_k).permute(2, 0, 1, 3).reshape(d_x, 3 * c * d_k)
         P = (X.reshape(B * L, d_x) @ W).reshape(B, L, c, 3, d_k).permute(3, 2, 0, 1, 4).contiguous()
         Q, K, V = P[0], P[1], P[2]
-        S = (Q @ K.transpose(-1, -2)) * self._scale
-        S = S.masked_fill(self._future(L), float("-inf"))  # causal mask (5)
+        # scores Q K^T / sqrt(d_k) with the causal mask (5) as an additive -inf bias, in one batched product
+        S = torch.baddbmm(self._mask_bias(L), Q.reshape(-1, L, d_k), K.reshape(-1, L, d_k).transpose(1, 2),
+                          alpha=self._scale).view(c, B, L, L)
         A = torch.softmax(S, dim=-1)  # row softmax (6)
         return Q, K, V, A, A @ V
 
@@ -244,9 +253,10 @@ class HeadModel:
         else:
             dW_O = AV.reshape(c, B * L, d_k).transpose(1, 2) @ Gf  # (c, d_k, d_x)
         dV = A.transpose(-1, -2) @ dAV
-        dA = dAV @ V.transpose(-1, -2)
-        dS = A * (dA - (dA * A).sum(-1, keepdim=True)) * self._scale  # softmax backward, (4)
-        dP = torch.stack([dS @ K, dS.transpose(-1, -2) @ Q, dV])  # (3, c, B, L, d_k)
+        dS = dAV @ V.transpose(-1, -2)  # dA, turned into dS in place: softmax backward (4)
+        dS.sub_(torch.linalg.vecdot(dS, A).unsqueeze(-1)).mul_(A)
+        # S = scale Q K^T: the scale goes on the (c, B, L, d_k) products, not on the (c, B, L, L) dS
+        dP = torch.stack([(dS @ K).mul_(self._scale), (dS.transpose(-1, -2) @ Q).mul_(self._scale), dV])
         dP = dP.permute(2, 3, 1, 0, 4)  # (B, L, c, 3, d_k)
         if per_sample:
             dW = X.transpose(1, 2) @ dP.reshape(B, L, 3 * c * d_k)  # (B, d_x, 3 c d_k)
@@ -279,8 +289,10 @@ class HeadModel:
 
         The hot path of SGD (19) and of the characteristics (21) in :mod:`mfattn.dynamics`.
         """
+        if query is None:  # at the measure's own atoms: one head pass when everything fits in one chunk
+            return self._fused(X, Y, heads, weights)[2]
         G = self._pullback(X, Y, heads, weights) / (X.shape[0] * X.shape[1])
-        return self._grad(X, G, heads if query is None else query)
+        return self._grad(X, G, query)
 
     def _risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
         """Risk (10) and, when asked, dissipation (38) of a measure, sharing one logits pass;
@@ -306,15 +318,14 @@ class HeadModel:
         """
         B, L, _ = X.shape
         sb, hb = self._chunks(B, heads.shape[0], L)
-        scale = 1.0 / (B * L)
         if sb < B or hb < heads.shape[0]:
             z = self._logits(X, heads, weights)
-            G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) * scale
+            G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) / (B * L)
             return (cross_entropy(Y, z).mean(), G, self._grad(X, G, heads),
                     self._phi(X, G, heads) if phi else None)
         out, cache = self._forward(X, heads)
         z = self._reduce(torch.einsum("c,cblx->blx", weights, out)) @ self.W_out
-        G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) * scale
+        G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) / (B * L)
         p = torch.einsum("cblx,blx->c", out, G) if phi else None
         return cross_entropy(Y, z).mean(), G, self._backward(X, G, cache, False), p
 
