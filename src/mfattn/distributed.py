@@ -194,6 +194,8 @@ def run(args) -> dict:
             torch.save(result, args.out)
         summary = {k: result[k] for k in ("world", "N", "steps", "wall_s", "device")}
         summary["risk_T"] = float(risk[-1])
+        if dev.type == "cuda":
+            summary["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(dev)
         print(json.dumps(summary))
     dist.destroy_process_group()
     return result
