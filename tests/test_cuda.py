@@ -79,7 +79,7 @@ def test_dynamics(pair):
 def test_static_solvers():
     t64 = teacher_task(n=8, seed=1)
     t32 = teacher_task(n=8, seed=1, dtype=torch.float32, device="cuda")
-    ball = Ball(4.0)
+    ball = Ball(1.5 * float(t64.teacher_heads.norm(dim=1).max()))  # K holds the teacher
     args64 = (t64.model, t64.data, t64.teacher_heads, t64.teacher_weights, ball)
     args32 = (t32.model, t32.data, t32.teacher_heads, t32.teacher_weights, ball)
     a = minimize_first_variation(*args32, generator=torch.Generator().manual_seed(0), n_starts=16, iters=100)

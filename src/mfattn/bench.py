@@ -188,7 +188,7 @@ def _problem(task: str, n_data: int, L: int, d_x: int, d_k: int, dtype, device, 
 
 def run_benchmark(
     *, Ns, task="teacher", n_data=16, L=8, d_x=4, d_k=2, device="cpu", dtype="float32", repeats=5,
-    loop_max_seconds=20.0, naive_max_bytes=None, memory=True, budgets=(), profile=False, seed=0, progress=True,
+    loop_max_seconds=20.0, naive_max_bytes=None, memory=True, budgets=(), profile=0, seed=0, progress=True,
 ) -> dict:
     """Run the benchmark; returns the results as a JSON-ready dict (see the module docstring)."""
     dev = torch.device(device)
@@ -244,14 +244,17 @@ def run_benchmark(
         m = HeadModel(model.W_out, model.d_k, memory_budget=int(b))
         out["budgets"].append({"N": N, "budget": int(b), "grad_s": _time(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)})
     if profile:
+        heads = (0.5 * torch.randn(profile, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
+        w = torch.full((profile,), 1.0 / profile, dtype=dt, device=dev)
         out["profile"] = profile_engine(model, X, Y, heads, w, dev)
+        out["profile"]["N"] = profile
     return out
 
 
 def profile_engine(model, X, Y, heads, w, device, top: int = 12) -> dict:
-    """The kernels of one full-gradient evaluation by ``torch.profiler``: the ``top`` by device time
-    (CUDA) or by own CPU time, with their share of the total, and the achieved bandwidth of the
-    elementwise kernels on the ``(c, B, L, L)`` tensors (bytes read and written, counted per kernel)."""
+    """The kernels of one full-gradient evaluation by ``torch.profiler``: on CUDA the ``top`` GPU kernels
+    by device time (kernel rows only, so that no time is counted twice), on a CPU the ``top`` operators
+    by their own CPU time; with their share of the total."""
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -263,6 +266,7 @@ def profile_engine(model, X, Y, heads, w, device, top: int = 12) -> dict:
     events = prof.key_averages()
     if device.type == "cuda":
         own = lambda e: getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        events = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     else:
         own = lambda e: e.self_cpu_time_total
     rows = sorted(events, key=own, reverse=True)
@@ -316,7 +320,7 @@ def table(res: dict) -> str:
               "loop exceeded its time budget at a smaller N."]
     if res.get("profile"):
         prof = res["profile"]
-        lines += ["", f"Profile of one full-gradient evaluation at N = {res['rows'][-1]['N']} "
+        lines += ["", f"Profile of one full-gradient evaluation at N = {prof['N']} "
                   f"({prof['total_ms']:.3g} ms of kernel time):", "", "| kernel | calls | ms | share |",
                   "|---|---:|---:|---:|"]
         lines += [f"| `{k['name']}` | {k['calls']} | {k['ms']:.3g} | {100 * k['share']:.1f}% |" for k in prof["kernels"]]
@@ -367,7 +371,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop the per-head loop once its repeats take longer than this")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     p.add_argument("--budgets", default="", help="comma-separated chunk budgets in bytes, timed at the largest N")
-    p.add_argument("--profile", action="store_true", help="profile one engine evaluation at the largest N")
+    p.add_argument("--profile", type=int, default=0, metavar="N", help="profile one engine evaluation with N heads")
     p.add_argument("--out", default=None, help="folder for NAME.json, NAME.md, NAME.png (default: print only)")
     p.add_argument("--name", default=None, help="file stem (default: the device type)")
 

@@ -295,15 +295,13 @@ class HeadModel:
         return self._grad(X, G, query)
 
     def _risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
-        """Risk (10) and, when asked, dissipation (38) of a measure, sharing one logits pass;
+        """Risk (10) and, when asked, dissipation (38) of a measure (one head pass when the measure fits
+        in one chunk, see :meth:`_fused`);
         no validation. Used by :meth:`risk`, :meth:`dissipation` and the recorders of
         :mod:`mfattn.dynamics`."""
-        z = self._logits(X, heads, weights)
-        risk = cross_entropy(Y, z).mean()
         if not dissipation:
-            return risk, None
-        G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) / (X.shape[0] * X.shape[1])
-        g = self._grad(X, G, heads)
+            return cross_entropy(Y, self._logits(X, heads, weights)).mean(), None
+        risk, _, g, _ = self._fused(X, Y, heads, weights)
         return risk, self._weighted_sq_norm(weights, g)
 
     def _fused(self, X, Y, heads, weights, *, phi: bool = False):
