@@ -96,6 +96,6 @@ def test_static_solvers():
 
 def test_benchmark_baselines_agree_on_cuda(pair):
     _, (M, D, H, W, Q) = pair
-    ref = bench.engine_grad(M, D.X, D.Y, H, W)
+    ref = bench.engine_grad(M, D.X, D.Y, H, W).cpu()
     for impl in ("naive", "loop"):
         close(bench.GRADS[impl](M, D.X, D.Y, H, W), ref, 2e-4)
