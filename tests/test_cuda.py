@@ -30,9 +30,10 @@ def close(gpu, cpu, tol):
     assert err <= tol, f"relative error {err:.2e} > {tol:.0e}"
 
 
-@pytest.fixture
-def pair():
-    m64, d64, h64, w64, g = make_problem(torch.float64, n=8, L=6, N=9)
+@pytest.fixture(params=[6, 12], ids=["L6-broadcast-products", "L12-batched-gemms"])
+def pair(request):
+    # L <= TINY_L takes the broadcast products of HeadModel._prod on CUDA, L = 12 the batched GEMMs
+    m64, d64, h64, w64, g = make_problem(torch.float64, n=8, L=request.param, N=9)
     m32 = m64.to(device="cuda", dtype=torch.float32)
     d32 = d64.to(device="cuda", dtype=torch.float32)
     q64 = 0.8 * torch.randn(5, m64.d_omega, generator=g, dtype=torch.float64)
@@ -42,7 +43,7 @@ def pair():
 
 def test_model_functions(pair):
     (m, d, h, w, q), (M, D, H, W, Q) = pair
-    assert M.device.type == "cuda" and M.dtype == torch.float32
+    assert M.device.type == "cuda" and M.dtype == torch.float32 and M._tiny
     close(M.logits(D.X, H, W), m.logits(d.X, h, w), 2e-4)
     close(M.features(D.X, Q), m.features(d.X, q), 2e-4)
     close(M.risk(D, H, W), m.risk(d, h, w), 2e-4)

@@ -302,3 +302,16 @@ def test_bad_input_raises_value_error_naming_argument(case):
     name, call = bad_calls()[case]
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         call()
+
+
+@pytest.mark.parametrize("L", [5, 8])
+def test_broadcast_products_equal_the_batched_gemms(L):
+    # the CUDA path for tiny heads (HeadModel._prod with _tiny) forced on the CPU, against the GEMM path
+    model, data, heads, w, _ = make_problem(n=4, L=L, d_k=3)
+    ref = (model.grad_first_variation(data, heads, heads, w), model.per_sample_grad_first_variation(data, heads, heads, w),
+           model.first_variation(data, heads, heads, w), model.translation_hessian(data, heads[0]))
+    model._tiny = True
+    got = (model.grad_first_variation(data, heads, heads, w), model.per_sample_grad_first_variation(data, heads, heads, w),
+           model.first_variation(data, heads, heads, w), model.translation_hessian(data, heads[0]))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
