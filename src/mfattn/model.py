@@ -186,7 +186,7 @@ class HeadModel:
         item = torch.finfo(self.dtype).bits // 8
         # what one (head, sample) holds at the peak of a gradient pass: A and dS (L x L), the softmax's and
         # the products' temporaries, and the (L, d_k), (L, d_x) intermediates; `bench` measured the peak
-        # at 1.0-1.5x the budget with this count (8 L^2 items)
+        # at 1.0x (H100) to 1.7x (2-core CPU) the budget with this count (8 L^2 items)
         per = 8 * L * L * item
         sb = self.sample_chunk or max(1, min(n_samples, self._budget // per))
         hb = self.chunk_size or max(1, min(n_heads, self._budget // (per * sb)))
