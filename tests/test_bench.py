@@ -43,3 +43,7 @@ def test_bench_command_writes_json_table_and_plot(tmp_path):
         assert r["speedup_grad_vs_loop"] == pytest.approx(r["loop_grad_s"] / r["engine_grad_s"])
     assert "| 8 |" in (tmp_path / "t.md").read_text()
     assert (tmp_path / "t.png").stat().st_size > 1000
+    # --report rebuilds the same table from the saved JSON without measuring
+    again = subprocess.run([sys.executable, "-m", "mfattn", "bench", "--report", str(tmp_path / "t.json")],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and (tmp_path / "t.md").read_text() in again.stdout

@@ -301,9 +301,9 @@ def table(res: dict) -> str:
         f"Same-run roofline: {res['dtype']} matrix product {pk['matmul_flops'] / 1e12:.3g} TFLOP/s "
         f"({pk['matmul_size']}^3), copy {pk['copy_bytes_per_s'] / 1e9:.3g} GB/s (read + write).",
         "",
-        "| N | engine grad | engine SGD step | head-samples/s | GFLOP/s | x naive (grad / SGD) "
+        "| N | engine grad | engine SGD step | head-samples/s | GFLOP/s | % of product rate | x naive (grad / SGD) "
         "| x loop (grad / SGD) | memory engine | memory naive | memory loop | heads |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["rows"]:
         def sp(impl):
@@ -311,7 +311,8 @@ def table(res: dict) -> str:
             return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
         lines.append(
             f"| {r['N']} | {_fmt_s(r['engine_grad_s'])} | {_fmt_s(r['engine_sgd_s'])} | "
-            f"{r['engine_head_samples_per_s']:.3g} | {r['engine_flops'] / 1e9:.3g} | {sp('naive')} | {sp('loop')} | "
+            f"{r['engine_head_samples_per_s']:.3g} | {r['engine_flops'] / 1e9:.3g} | "
+            f"{100 * r['engine_flops'] / pk['matmul_flops']:.2g}% | {sp('naive')} | {sp('loop')} | "
             f"{_fmt_b(r.get('engine_grad_mem'))} | {_fmt_b(r.get('naive_grad_mem'))} | "
             f"{_fmt_b(r.get('loop_grad_mem'))} | {_fmt_b(r['heads_bytes'])} |")
     worst = max(max(r.get(f"{i}_agree", 0.0) for i in ("naive", "loop")) for r in res["rows"])
@@ -357,6 +358,8 @@ def plot(res: dict, path: Path) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--report", default=None, metavar="JSON",
+                   help="print (and with --out rewrite) the table and plot of a saved result; measures nothing")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--Ns", default=None, help="comma-separated head counts (default: 16 .. 16384 on CPU, "
@@ -377,6 +380,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> dict:
+    if args.report:
+        res = json.loads(Path(args.report).read_text())
+        _write(res, args, Path(args.report).stem)
+        return res
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("mfattn bench: --device cuda, but no CUDA device is available")
     top = 20 if args.device == "cuda" else 14
@@ -385,14 +392,18 @@ def main(args) -> dict:
                         device=args.device, dtype=args.dtype, repeats=args.repeats,
                         loop_max_seconds=args.loop_max_seconds, memory=not args.no_memory,
                         budgets=[int(float(b)) for b in args.budgets.split(",") if b], profile=args.profile)
+    _write(res, args, args.device)
+    return res
+
+
+def _write(res: dict, args, default_name: str) -> None:
     text = table(res)
     print(text)
     if args.out:
         folder = Path(args.out)
         folder.mkdir(parents=True, exist_ok=True)
-        name = args.name or args.device
+        name = args.name or default_name
         (folder / f"{name}.json").write_text(json.dumps(res, indent=1))
         (folder / f"{name}.md").write_text(text)
         plot(res, folder / f"{name}.png")
         print(f"wrote {folder / name}.json, .md, .png")
-    return res
