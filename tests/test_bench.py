@@ -6,6 +6,7 @@ Timings are not asserted (benchmarks are not tests).
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -34,7 +35,7 @@ def test_flop_count_matches_the_products_of_one_head():
 def test_bench_command_writes_json_table_and_plot(tmp_path):
     cmd = [sys.executable, "-m", "mfattn", "bench", "--Ns", "4,8", "--repeats", "1", "--n-data", "3",
            "--out", str(tmp_path), "--name", "t"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={"TQDM_DISABLE": "1", **__import__("os").environ})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "TQDM_DISABLE": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads((tmp_path / "t.json").read_text())
     assert [r["N"] for r in res["rows"]] == [4, 8]
