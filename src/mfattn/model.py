@@ -305,7 +305,10 @@ class HeadModel:
 
     def _pullback(self, X, Y, heads, weights) -> torch.Tensor:
         """Residual ``softmax(z^rho) - Y`` pulled back through ``W_out``: (n, L, d_x)."""
-        z = self._logits(X, heads, weights)
+        return self._residual(self._logits(X, heads, weights), Y)
+
+    def _residual(self, z, Y) -> torch.Tensor:
+        """``(softmax(z) - Y) W_out^T`` for logits ``z (n, L, d_v)``: the residual of (11) in model space."""
         return (torch.softmax(z, dim=-1) - Y) @ self.W_out.T
 
     def _grad_phi(self, X, Y, heads, weights, query=None) -> torch.Tensor:
@@ -342,12 +345,12 @@ class HeadModel:
         sb, hb = self._chunks(B, heads.shape[0], L)
         if sb < B or hb < heads.shape[0]:
             z = self._logits(X, heads, weights)
-            G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) / (B * L)
+            G = self._residual(z, Y) / (B * L)
             return (cross_entropy(Y, z).mean(), G, self._grad(X, G, heads),
                     self._phi(X, G, heads) if phi else None)
         out, cache = self._forward(X, heads)
         z = self._reduce(torch.einsum("c,cblx->blx", weights, out)) @ self.W_out
-        G = ((torch.softmax(z, dim=-1) - Y) @ self.W_out.T) / (B * L)
+        G = self._residual(z, Y) / (B * L)
         p = torch.einsum("cblx,blx->c", out, G) if phi else None
         return cross_entropy(Y, z).mean(), G, self._backward(X, G, cache, False), p
 
