@@ -1,0 +1,491 @@
+r"""Dirac stationary measures, their Hessians, and the symmetry of a head (paper §7).
+
+A head's features :math:`\psi(X;\omega)` (7) depend on ``W_Q, W_K`` only through the score
+matrix ``W_Q W_K^T`` and on ``W_V, W_O`` only through ``W_V W_O``. They are therefore invariant
+under the group of pairs ``(G, M)`` of invertible ``d_k x d_k`` matrices acting by
+
+    (W_Q, W_K, W_V, W_O) -> (W_Q G, W_K G^{-T}, W_V M, M^{-1} W_O).
+
+Every function of a measure built from the features (the logits (8), the risk (10), the first
+variation (11)) is constant along the orbits. At a Dirac stationary point
+:math:`\delta_{\omega_*}` (51) the orbit's tangent space (dimension ``2 d_k^2`` when the four
+blocks have rank ``d_k``) therefore lies in the null spaces of both :math:`H_0` (50) and
+:math:`H_{tr}` (59), and the hypothesis :math:`H_0 \succeq \lambda_0 I` of Theorem 7.5 cannot hold.
+This module computes what chapter 05 measures:
+
+* the group action, the orbit's generators and an orthonormal basis of the tangent space and
+  of its orthogonal complement; spectra on either (:func:`orbit_tangent`, :func:`spectrum`);
+* the single-head risk minimiser (a translation-stable Dirac stationary point,
+  :func:`single_head_minimum`) and the saddle ``omega = 0`` with its Hessian in closed form
+  (:func:`zero_hessian`);
+* perturbed starts (translation, symmetric split, cloud) and their runs under the reference
+  flow (21), with the W2 distance to :math:`\delta_{\omega_*}`, the distance to the orbit and the
+  strong-monotonicity ratio of (45) (:func:`perturbation_run`);
+* the initial growth rates of Theorem 7.8 and of the symmetric split
+  (:func:`predicted_rate`, :func:`initial_rate`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ._checks import check_positive, check_tensor
+from .data import Dataset
+from .dynamics import as_profile, reference_flow
+from .model import HeadModel
+
+__all__ = [
+    "DiracPoint",
+    "OrbitTangent",
+    "PerturbationRun",
+    "ZeroHessian",
+    "analyse_dirac",
+    "cloud",
+    "dilation_direction",
+    "group_action",
+    "initial_rate",
+    "monotonicity_ratio",
+    "orbit_distance",
+    "orbit_generators",
+    "orbit_tangent",
+    "perturbation_run",
+    "predicted_rate",
+    "single_head_minimum",
+    "spectrum",
+    "split",
+    "translate",
+    "zero_hessian",
+]
+
+
+def _check_model(model) -> HeadModel:
+    if not isinstance(model, HeadModel):
+        raise ValueError("model: expected a mfattn.HeadModel")
+    return model
+
+
+def _vec(model: HeadModel, v, name: str) -> torch.Tensor:
+    check_tensor(v, name, ndim=1, dtype=model.dtype, device=model.device)
+    if v.shape[0] != model.d_omega:
+        raise ValueError(f"{name}: expected length d_omega = {model.d_omega}, got {v.shape[0]}")
+    return v
+
+
+def _unit(model: HeadModel, v, name: str = "v") -> torch.Tensor:
+    v = _vec(model, v, name)
+    n = float(v.norm())
+    if n == 0.0:
+        raise ValueError(f"{name}: must be a nonzero direction")
+    return v / n
+
+
+# ---------------------------------------------------------------------------------- the group
+def group_action(model: HeadModel, omega: torch.Tensor, G: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+    """``(W_Q G, W_K G^{-T}, W_V M, M^{-1} W_O)``: the head ``omega (..., d_omega)`` moved along its
+    orbit by invertible ``G, M (..., d_k, d_k)``. The features (7) do not change."""
+    model = _check_model(model)
+    model.unpack(omega)
+    for X, name in ((G, "G"), (M, "M")):
+        check_tensor(X, name)
+        if X.shape[-2:] != (model.d_k, model.d_k):
+            raise ValueError(f"{name}: expected trailing shape (d_k, d_k) = ({model.d_k}, {model.d_k}), "
+                             f"got {tuple(X.shape)}")
+    return _act(model, omega, G, M)
+
+
+def _act(model: HeadModel, omega, G, M):
+    W_Q, W_K, W_V, W_O = model.unpack(omega)
+    return model.pack(W_Q @ G, W_K @ torch.linalg.inv(G).mT, W_V @ M, torch.linalg.solve(M, W_O))
+
+
+def orbit_generators(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
+    r"""The ``2 d_k^2`` infinitesimal generators of the orbit at ``omega``: (2 d_k^2, d_omega).
+
+    Row ``a d_k + b`` is the derivative of :func:`group_action` at ``G = I + s E_ab``:
+    ``(W_Q E_ab, -W_K E_ab^T, 0, 0)``; row ``d_k^2 + a d_k + b`` is that at ``M = I + s E_ab``:
+    ``(0, 0, W_V E_ab, -E_ab W_O)``. They span the orbit's tangent space.
+    """
+    model = _check_model(model)
+    omega = model._check_omega(omega)
+    W_Q, W_K, W_V, W_O = model.unpack(omega)
+    k = model.d_k
+    E = torch.eye(k * k, dtype=omega.dtype, device=omega.device).reshape(k * k, k, k)
+    zx = torch.zeros(k * k, model.d_x, k, dtype=omega.dtype, device=omega.device)
+    zo = torch.zeros(k * k, k, model.d_x, dtype=omega.dtype, device=omega.device)
+    qk = model.pack(W_Q @ E, -W_K @ E.mT, zx, zo)
+    vo = model.pack(zx, zx, W_V @ E, -E @ W_O)
+    return torch.cat([qk, vo])
+
+
+def dilation_direction(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
+    r"""``(0, 0, W_V, 0)``: the direction along which the features grow, :math:`\psi \to (1+s)\psi`.
+
+    :math:`\Phi(\cdot;\rho)` (11) is linear in the features, hence in ``W_V``; at a point where
+    :math:`\nabla\Phi(\omega;\rho)=0` it stays zero along this direction, which is therefore in the
+    null space of :math:`\nabla^2_\omega\Phi(\omega;\rho)`, in particular of :math:`H_0` (50). It is not
+    in that of :math:`H_{tr}` (59): a translation along it changes the logits.
+    """
+    model = _check_model(model)
+    omega = model._check_omega(omega)
+    W_Q, W_K, W_V, W_O = model.unpack(omega)
+    return model.pack(torch.zeros_like(W_Q), torch.zeros_like(W_K), W_V, torch.zeros_like(W_O))
+
+
+class OrbitTangent(NamedTuple):
+    basis: torch.Tensor  # (r, d_omega) orthonormal rows spanning the tangent space of the orbit
+    complement: torch.Tensor  # (d_omega - r, d_omega) orthonormal rows spanning its orthogonal complement
+    singular_values: torch.Tensor  # (2 d_k^2,) of the generator matrix; the rank r counts those above rtol
+
+    @property
+    def dim(self) -> int:
+        return self.basis.shape[0]
+
+
+def _split_span(A: torch.Tensor, rtol: float):
+    """Orthonormal bases of the row space of ``A`` and of its orthogonal complement."""
+    U, S, Vh = torch.linalg.svd(A, full_matrices=True)
+    top = float(S.max()) if S.numel() else 0.0
+    r = int((S > rtol * top).sum()) if top > 0 else 0
+    return Vh[:r], Vh[r:], S
+
+
+def orbit_tangent(model: HeadModel, omega: torch.Tensor, *, rtol: float = 1e-10) -> OrbitTangent:
+    """Orthonormal bases of the orbit's tangent space at ``omega`` and of its orthogonal complement.
+
+    The dimension is the rank of :func:`orbit_generators` (singular values above ``rtol`` times the
+    largest): ``2 d_k^2`` when ``W_Q, W_K, W_V, W_O`` all have rank ``d_k``, 0 at ``omega = 0``.
+    """
+    check_positive(rtol, "rtol")
+    basis, comp, S = _split_span(orbit_generators(model, omega), rtol)
+    return OrbitTangent(basis, comp, S)
+
+
+def spectrum(H: torch.Tensor, complement: torch.Tensor | None = None) -> torch.Tensor:
+    """Eigenvalues (ascending) of the symmetric ``H``, or of its compression ``Q H Q^T`` to the span of
+    the orthonormal rows ``complement`` (e.g. :attr:`OrbitTangent.complement`)."""
+    check_tensor(H, "H", ndim=2)
+    if H.shape[0] != H.shape[1]:
+        raise ValueError(f"H: expected a square matrix, got {tuple(H.shape)}")
+    Hs = 0.5 * (H + H.T)
+    if complement is not None:
+        check_tensor(complement, "complement", ndim=2, dtype=H.dtype)
+        if complement.shape[1] != H.shape[0]:
+            raise ValueError(f"complement: rows must have length {H.shape[0]}, got {complement.shape[1]}")
+        Hs = complement @ Hs @ complement.T
+    return torch.linalg.eigvalsh(Hs)
+
+
+def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tensor, *, iters: int = 40) -> torch.Tensor:
+    r"""Euclidean distance of each head to the orbit of ``omega_star``: (N,).
+
+    ``min over (G, M)`` of ``|omega_i - (G, M).omega_star|``, by a damped Gauss-Newton
+    (Levenberg-Marquardt) iteration batched over the heads, started from the least-squares
+    ``G_0 = W_Q*^+ W_Q``, ``M_0 = W_V*^+ W_V``. The W2 distance of a measure to the set of measures
+    carried by the orbit is :math:`(\sum_i w_i d_i^2)^{1/2}` (each head moved to its nearest orbit point).
+    The orbit is not closed where G or M degenerates; this is a local distance near ``omega_star``.
+    """
+    model = _check_model(model)
+    omega_star = model._check_omega(omega_star)
+    heads = model._check_heads(heads)
+    check_positive(iters, "iters", integer=True)
+    k = model.d_k
+    Qs, _, Vs, _ = model.unpack(omega_star)
+    Q, _, V, _ = model.unpack(heads)
+    G0 = torch.linalg.pinv(Qs) @ Q
+    M0 = torch.linalg.pinv(Vs) @ V
+    p = torch.cat([G0.flatten(1), M0.flatten(1)], dim=1)  # (N, 2 k^2)
+
+    def residual(q, h):
+        return h - _act(model, omega_star, q[: k * k].reshape(k, k), q[k * k:].reshape(k, k))
+
+    res = torch.func.vmap(residual)
+    jac = torch.func.vmap(torch.func.jacfwd(residual))
+    r = res(p, heads)
+    cost = (r * r).sum(-1)
+    mu = torch.full_like(cost, 1e-3)
+    eye = torch.eye(p.shape[1], dtype=p.dtype, device=p.device)
+    for _ in range(iters):
+        J = jac(p, heads)  # (N, d_omega, 2 k^2)
+        JtJ = J.mT @ J
+        step = torch.linalg.solve(JtJ + mu[:, None, None] * (eye + torch.diag_embed(torch.diagonal(JtJ, dim1=1, dim2=2))),
+                                  -(J.mT @ r[..., None]))[..., 0]
+        p_new = p + step
+        bad = ~torch.isfinite(p_new).all(-1)
+        p_new[bad] = p[bad]
+        r_new = res(p_new, heads)
+        c_new = (r_new * r_new).sum(-1)
+        better = c_new < cost
+        p = torch.where(better[:, None], p_new, p)
+        r = torch.where(better[:, None], r_new, r)
+        cost = torch.where(better, c_new, cost)
+        mu = torch.where(better, mu / 3, mu * 4)
+    return cost.clamp_min(0).sqrt()
+
+
+# ------------------------------------------------------------------ Dirac stationary points
+class DiracPoint(NamedTuple):
+    """A Dirac measure :math:`\\delta_\\omega` and what Theorems 7.5 and 7.8 ask of it."""
+
+    omega: torch.Tensor  # (d_omega,)
+    risk: float  # E(delta_omega), eq. (10)
+    grad_norm: float  # |grad Phi(omega; delta_omega)|, zero iff stationary (51)
+    H0: torch.Tensor  # eq. (50)
+    H_tr: torch.Tensor  # eq. (59)
+    tangent: OrbitTangent
+    eig_H0: torch.Tensor  # ascending, whole space
+    eig_H_tr: torch.Tensor
+    eig_H0_perp: torch.Tensor  # ascending, on the orthogonal complement of the orbit's tangent space
+    eig_H_tr_perp: torch.Tensor
+
+    def null_dim(self, which: str = "H0", rtol: float = 1e-9) -> int:
+        """Eigenvalues with ``|lambda| <= rtol * max|lambda|``: the numerical null-space dimension."""
+        e = {"H0": self.eig_H0, "H_tr": self.eig_H_tr, "H0_perp": self.eig_H0_perp,
+             "H_tr_perp": self.eig_H_tr_perp}[which]
+        scale = float(torch.cat([self.eig_H0.abs(), self.eig_H_tr.abs()]).max())
+        return int((e.abs() <= rtol * scale).sum())
+
+
+def analyse_dirac(model: HeadModel, data: Dataset, omega: torch.Tensor, *, rtol: float = 1e-10) -> DiracPoint:
+    """Risk, stationarity residual, :math:`H_0` (50), :math:`H_{tr}` (59) and their spectra on the whole
+    space and on the complement of the orbit's tangent space, at :math:`\\delta_\\omega`."""
+    model = _check_model(model)
+    omega = model._check_omega(omega)
+    one = omega[None]
+    H0 = model.hessian_first_variation(data, omega, one)
+    H_tr = model.translation_hessian(data, omega)
+    tangent = orbit_tangent(model, omega, rtol=rtol)
+    return DiracPoint(
+        omega, float(model.risk(data, one)), float(model.grad_first_variation(data, one, one)[0].norm()),
+        H0, H_tr, tangent, spectrum(H0), spectrum(H_tr),
+        spectrum(H0, tangent.complement), spectrum(H_tr, tangent.complement),
+    )
+
+
+def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Generator, n_starts: int = 4,
+                        scale: float = 0.5, max_iter: int = 500, newton_steps: int = 8):
+    r"""Minimise the single-head risk :math:`\omega\mapsto\mathcal E(\delta_\omega)` from ``n_starts``
+    Gaussian starts (entries N(0, scale^2)); return ``(omega_best, risks)``.
+
+    Its gradient is :math:`\nabla\Phi(\omega;\delta_\omega)` and its Hessian is :math:`H_{tr}` (59), so a
+    minimiser is a Dirac stationary point (51) that is stable under translations. L-BFGS is followed
+    by ``newton_steps`` Newton steps with the least-squares solve of ``H_tr`` (singular along the
+    orbit), which bring the gradient to rounding level. ``risks`` lists the risk reached from every
+    start: equal values from different starts suggest a single minimum modulo the symmetry.
+    """
+    model = _check_model(model)
+    data = model._check_data(data)
+    check_positive(n_starts, "n_starts", integer=True)
+    check_positive(scale, "scale")
+    check_positive(max_iter, "max_iter", integer=True)
+    check_positive(newton_steps, "newton_steps", integer=True, allow_zero=True)
+    if not isinstance(generator, torch.Generator):
+        raise ValueError("generator: expected a torch.Generator")
+
+    def risk_grad(w):
+        r, _, g, _ = model._fused(data.X, data.Y, w[None], w.new_ones(1))
+        return r, g[0]
+
+    best, risks = None, []
+    for _ in range(n_starts):
+        x = (scale * torch.randn(model.d_omega, generator=generator, dtype=torch.float64)).to(model.dtype)
+        x = x.to(model.device).requires_grad_(True)
+        opt = torch.optim.LBFGS([x], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12, tolerance_change=1e-16,
+                                history_size=20, line_search_fn="strong_wolfe")
+
+        def closure():
+            r, g = risk_grad(x.detach())
+            x.grad = g.clone()
+            return r
+
+        opt.step(closure)
+        w = x.detach().clone()
+        for _ in range(newton_steps):
+            _, g = risk_grad(w)
+            H = model.translation_hessian(data, w)
+            w = w - torch.linalg.lstsq(H, g[:, None], rcond=1e-10).solution[:, 0]
+        r = float(risk_grad(w)[0])
+        risks.append(r)
+        if best is None or r < best[0]:
+            best = (r, w)
+    return best[1], risks
+
+
+class ZeroHessian(NamedTuple):
+    C: torch.Tensor  # (d_x, d_x) the matrix of the bilinear form Phi ~ tr(W_V W_O C) near omega = 0
+    sigma: torch.Tensor  # (d_x,) singular values of C, descending
+    eigenvalues: torch.Tensor  # (d_omega,) the closed-form spectrum of H0 = H_tr at omega = 0, ascending
+    v_min: torch.Tensor  # (d_omega,) unit eigenvector of the smallest eigenvalue -sigma_1
+
+
+def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = None,
+                 weights: torch.Tensor | None = None) -> ZeroHessian:
+    r"""The Hessian of :math:`\Phi(\cdot;\rho)` at ``omega = 0`` in closed form, for the measure ``rho``
+    of ``heads`` (default :math:`\delta_0`).
+
+    At ``omega = 0`` every Jacobian :math:`\nabla\psi_l` vanishes (each block is multiplied by
+    ``W_V W_O`` or by one of ``W_V, W_O``), so ``grad Phi(0; rho) = 0`` for every rho and
+    :math:`H_{tr} = H_0`. The scores vanish to second order, the attention is the causal average
+    :math:`\bar x_l = \frac1l\sum_{m\le l} x_m`, and
+
+    .. math:: \Phi(\omega;\rho) = \operatorname{tr}(W_V W_O C) + O(|\omega|^4),\qquad
+              C = E_X\Big[\frac1L\sum_l W_{out}(\mathrm{softmax}(z^\rho_l)-Y_l)\,\bar x_l^{\top}\Big].
+
+    Writing ``W_V W_O = sum_j v_j o_j^T`` splits the form into ``d_k`` copies of ``o^T C v``, whose
+    Hessian ``[[0, C^T], [C, 0]]`` has eigenvalues ``+-sigma_m(C)``. The spectrum is therefore
+    ``+-sigma_m(C)``, each ``d_k`` times, and ``2 d_x d_k`` zeros (the ``W_Q, W_K`` block).
+    The most negative direction is ``W_V = q_1 e_1^T / sqrt 2``, ``W_O = -e_1 p_1^T / sqrt 2`` for
+    the top singular pair ``C = sigma_1 p_1 q_1^T + ...``.
+    """
+    model = _check_model(model)
+    data = model._check_data(data)
+    if heads is None:
+        heads = torch.zeros(1, model.d_omega, dtype=model.dtype, device=model.device)
+    _, _, _, _, G = model._prepare(data, heads, weights)  # (softmax z - Y) W_out^T / (n L)
+    steps = torch.arange(1, data.L + 1, dtype=model.dtype, device=model.device)
+    xbar = data.X.cumsum(1) / steps[None, :, None]  # attention at zero scores, under the causal mask (5)
+    C = torch.einsum("blx,bly->xy", G, xbar)
+    P, S, Qh = torch.linalg.svd(C)
+    zeros = torch.zeros(2 * model.d_x * model.d_k, dtype=model.dtype, device=model.device)
+    eig = torch.cat([zeros, S.repeat(model.d_k), -S.repeat(model.d_k)]).sort().values
+    k = model.d_k
+    W_V = torch.zeros(model.d_x, k, dtype=model.dtype, device=model.device)
+    W_O = torch.zeros(k, model.d_x, dtype=model.dtype, device=model.device)
+    W_V[:, 0] = Qh[0] / 2 ** 0.5
+    W_O[0, :] = -P[:, 0] / 2 ** 0.5
+    v = model.pack(torch.zeros_like(W_V), torch.zeros_like(W_V), W_V, W_O)
+    return ZeroHessian(C, S, eig, v)
+
+
+# ----------------------------------------------------------------------- perturbed starts
+def translate(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
+    r""":math:`\delta_{\omega+\varepsilon v}` for the unit vector along ``v``: heads (1, d_omega)."""
+    omega = _check_model(model)._check_omega(omega)
+    check_positive(eps, "eps")
+    return (omega + eps * _unit(model, v))[None]
+
+
+def split(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
+    r""":math:`\frac12\delta_{\omega+\varepsilon v}+\frac12\delta_{\omega-\varepsilon v}` (unit ``v``): heads (2, d_omega),
+    uniform weights."""
+    omega = _check_model(model)._check_omega(omega)
+    check_positive(eps, "eps")
+    u = _unit(model, v)
+    return torch.stack([omega + eps * u, omega - eps * u])
+
+
+def cloud(model: HeadModel, omega: torch.Tensor, r0: float, n: int, *, generator: torch.Generator) -> torch.Tensor:
+    """``n`` heads drawn uniformly in the ball ``B(omega, r0)``: (n, d_omega), uniform weights."""
+    omega = _check_model(model)._check_omega(omega)
+    check_positive(r0, "r0")
+    check_positive(n, "n", integer=True)
+    if not isinstance(generator, torch.Generator):
+        raise ValueError("generator: expected a torch.Generator")
+    d = model.d_omega
+    u = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    u = u / u.norm(dim=1, keepdim=True)
+    rad = r0 * torch.rand(n, 1, generator=generator, dtype=torch.float64) ** (1.0 / d)
+    return omega + (rad * u).to(dtype=omega.dtype, device=omega.device)
+
+
+# ------------------------------------------------------------------------------ the runs
+def monotonicity_ratio(model: HeadModel, data: Dataset, heads: torch.Tensor, omega_star: torch.Tensor,
+                       weights: torch.Tensor | None = None) -> float:
+    r"""The ratio of the two sides of (45) for the measure ``rho`` of ``heads`` and
+    :math:`\bar\rho=\delta_{\omega_*}` (whose only coupling with rho is the product):
+
+    .. math:: \kappa(\rho) = \frac{\int\langle\omega-\omega_*,\nabla\Phi(\omega;\rho)\rangle\rho(d\omega)}
+                                  {\int|\omega-\omega_*|^2\rho(d\omega)},
+
+    using :math:`\nabla\Phi(\omega_*;\delta_{\omega_*}) = 0`. Along the flow (21),
+    :math:`\frac{d}{dt}W_2^2(\rho_t,\delta_{\omega_*}) = -4\zeta(t)\kappa(\rho_t)W_2^2`, so (45) on a
+    stretch of the path is ``kappa(rho_t) >= kappa`` there.
+    """
+    model = _check_model(model)
+    omega_star = model._check_omega(omega_star)
+    heads, weights = model._check_measure(heads, weights)
+    g = model.grad_first_variation(data, heads, heads, weights)
+    d = heads - omega_star
+    den = float((weights * (d * d).sum(-1)).sum())
+    if den == 0.0:
+        raise ValueError("heads: the measure equals delta_{omega_star}; the ratio is undefined")
+    return float((weights * (d * g).sum(-1)).sum()) / den
+
+
+class PerturbationRun(NamedTuple):
+    times: np.ndarray  # (R,)
+    zeta_integral: np.ndarray  # (R,) int_0^t zeta
+    heads: torch.Tensor  # (R, N, d_omega)
+    risk: np.ndarray  # (R,) E(rho_t)
+    w2: np.ndarray  # (R,) W2(rho_t, delta_{omega*})
+    orbit: np.ndarray  # (R,) W2 distance of rho_t to the measures carried by the orbit of omega*
+    kappa: np.ndarray  # (R,) the monotonicity ratio of (45), :func:`monotonicity_ratio`
+    spread: np.ndarray  # (R,) largest distance between two heads
+
+    def bound(self) -> np.ndarray:
+        """Theorem 7.1's bound ``W2(0) exp(-2 kappa_min(t) int_0^t zeta)`` with ``kappa_min(t)`` the smallest
+        ratio met on ``[0, t]`` (the strong monotonicity (45) holds there with that constant)."""
+        kmin = np.minimum.accumulate(self.kappa)
+        return self.w2[0] * np.exp(-2.0 * kmin * self.zeta_integral)
+
+
+def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omega_star: torch.Tensor, *,
+                     T: float, step: float, record_every: float, zeta=1.0, orbit: bool = True,
+                     progress: bool = False) -> PerturbationRun:
+    """Run the reference flow (21) from the (uniform) perturbed measure ``heads0`` and measure, at every
+    recording time, the W2 distance to :math:`\\delta_{\\omega_*}`, the distance to the orbit of
+    ``omega_star`` (:func:`orbit_distance`; skipped with ``orbit=False``), the ratio of (45) and the
+    spread of the heads."""
+    model = _check_model(model)
+    omega_star = model._check_omega(omega_star)
+    flow = reference_flow(model, data, heads0, T=T, step=step, record_every=record_every, zeta=zeta,
+                          keep_stages=False, progress=progress)
+    P = flow.population  # (R, N, d)
+    prof = as_profile(zeta)
+    times = flow.times.numpy()
+    d2 = ((P - omega_star) ** 2).sum(-1).mean(-1)
+    w2 = d2.sqrt().cpu().numpy()
+    kappa = np.array([monotonicity_ratio(model, data, P[j], omega_star) for j in range(P.shape[0])])
+    if orbit:
+        R, N, d = P.shape
+        dist = orbit_distance(model, omega_star, P.reshape(R * N, d)).reshape(R, N)
+        orb = (dist ** 2).mean(-1).sqrt().cpu().numpy()
+    else:
+        orb = np.full(len(times), np.nan)
+    spread = torch.cdist(P, P).amax(dim=(1, 2)).cpu().numpy()
+    return PerturbationRun(times, np.array([prof.integral(float(t)) for t in times]), P,
+                           flow.risk.numpy(), w2, orb, kappa, spread)
+
+
+def predicted_rate(H: torch.Tensor, v: torch.Tensor, eps: float, zeta0: float = 1.0) -> float:
+    r"""``-4 zeta(0) eps^2 v^T H v`` for the unit vector along ``v``: the initial rate of change of
+    :math:`W_2^2(\rho_t,\delta_{\omega_*})`.
+
+    With ``H = H_tr`` this is the translation rate of Theorem 7.8 (start
+    :math:`\delta_{\omega_*+\varepsilon v}`, remainder :math:`O(\varepsilon^3)`). With ``H = H_0`` it is the
+    rate of the symmetric split :math:`\frac12\delta_{\omega_*+\varepsilon v}+\frac12\delta_{\omega_*-\varepsilon v}`:
+    its logits move by :math:`O(\varepsilon^2)` only (the first-order terms cancel), the measure term of
+    :math:`\nabla\Phi` enters at that order at both atoms alike and drops from the odd combination, and so
+    does the even Taylor term, leaving :math:`\varepsilon H_0 v` and a remainder :math:`O(\varepsilon^4)`.
+    """
+    check_tensor(H, "H", ndim=2)
+    check_positive(eps, "eps")
+    check_positive(zeta0, "zeta0")
+    check_tensor(v, "v", ndim=1, dtype=H.dtype)
+    u = v / v.norm()
+    return float(-4.0 * zeta0 * eps ** 2 * (u @ H @ u))
+
+
+def initial_rate(times, values, *, points: int = 5) -> float:
+    """``d/dt values`` at ``t = times[0]``: the derivative of the quadratic least-squares fit through
+    the first ``points`` recordings (error ``O(dt^2)`` in the recording interval ``dt``)."""
+    t = np.asarray(times, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    if t.ndim != 1 or y.shape != t.shape:
+        raise ValueError("values: expected the same 1-d shape as times")
+    if not isinstance(points, int) or points < 3 or points > len(t):
+        raise ValueError(f"points: expected an integer in [3, {len(t)}], got {points!r}")
+    c = np.polyfit(t[:points] - t[0], y[:points], 2)
+    return float(c[1])
