@@ -210,10 +210,10 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     for _ in range(iters):
         J = jac(p, heads)  # (N, d_omega, 2 k^2)
         JtJ = J.mT @ J
-        step = torch.linalg.solve(JtJ + mu[:, None, None] * (eye + torch.diag_embed(torch.diagonal(JtJ, dim1=1, dim2=2))),
-                                  -(J.mT @ r[..., None]))[..., 0]
-        p_new = p + step
-        bad = ~torch.isfinite(p_new).all(-1)
+        A = JtJ + mu[:, None, None] * (eye + torch.diag_embed(torch.diagonal(JtJ, dim1=1, dim2=2)))
+        step, info = torch.linalg.solve_ex(A, -(J.mT @ r[..., None]))
+        p_new = p + step[..., 0]
+        bad = (info != 0) | ~torch.isfinite(p_new).all(-1)
         p_new[bad] = p[bad]
         r_new = res(p_new, heads)
         c_new = (r_new * r_new).sum(-1)
@@ -221,7 +221,7 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
         p = torch.where(better[:, None], p_new, p)
         r = torch.where(better[:, None], r_new, r)
         cost = torch.where(better, c_new, cost)
-        mu = torch.where(better, mu / 3, mu * 4)
+        mu = torch.where(better, (mu / 3).clamp_min(1e-12), mu * 4)
     return cost.clamp_min(0).sqrt()
 
 
@@ -416,6 +416,7 @@ def monotonicity_ratio(model: HeadModel, data: Dataset, heads: torch.Tensor, ome
 
 class PerturbationRun(NamedTuple):
     times: np.ndarray  # (R,)
+    zeta: np.ndarray  # (R,) zeta(t)
     zeta_integral: np.ndarray  # (R,) int_0^t zeta
     heads: torch.Tensor  # (R, N, d_omega)
     risk: np.ndarray  # (R,) E(rho_t)
@@ -423,6 +424,31 @@ class PerturbationRun(NamedTuple):
     orbit: np.ndarray  # (R,) W2 distance of rho_t to the measures carried by the orbit of omega*
     kappa: np.ndarray  # (R,) the monotonicity ratio of (45), :func:`monotonicity_ratio`
     spread: np.ndarray  # (R,) largest distance between two heads
+
+    def as_dict(self) -> dict:
+        """JSON values (for :func:`mfattn.sweep.run_sweep`, which keeps finished runs on disk)."""
+        return {k: v.tolist() for k, v in self._asdict().items()}
+
+    @classmethod
+    def from_dict(cls, d: dict, *, dtype=torch.float64, device="cpu") -> "PerturbationRun":
+        """Inverse of :meth:`as_dict`."""
+        return cls(**{k: (torch.tensor(d[k], dtype=dtype, device=device) if k == "heads"
+                          else np.asarray(d[k], dtype=np.float64)) for k in cls._fields})
+
+    def gronwall(self, every: int = 1):
+        r"""``(times, W2(0) exp(-2 int_0^t zeta kappa))`` on every ``every``-th recording, the integral by the
+        trapezoidal rule on those recordings.
+
+        For a Dirac target the coupling is the product, and (46) holds as an equality with the path's
+        ratio :math:`\kappa(\rho_t)` in place of :math:`\kappa`:
+        :math:`W_2(\rho_t)=W_2(\rho_0)e^{-2\int_0^t\zeta\kappa(\rho_s)ds}`. The difference between
+        ``every = 1`` and ``every = 2`` estimates the quadrature error (three times it, by Richardson).
+        """
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every: expected a positive integer, got {every!r}")
+        t, f = self.times[::every], (self.zeta * self.kappa)[::every]
+        integral = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * np.diff(t))])
+        return t, self.w2[0] * np.exp(-2.0 * integral)
 
     def bound(self) -> np.ndarray:
         """Theorem 7.1's bound ``W2(0) exp(-2 kappa_min(t) int_0^t zeta)`` with ``kappa_min(t)`` the smallest
@@ -455,7 +481,8 @@ def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omeg
     else:
         orb = np.full(len(times), np.nan)
     spread = torch.cdist(P, P).amax(dim=(1, 2)).cpu().numpy()
-    return PerturbationRun(times, np.array([prof.integral(float(t)) for t in times]), P,
+    return PerturbationRun(times, np.array([prof(float(t)) for t in times]),
+                           np.array([prof.integral(float(t)) for t in times]), P,
                            flow.risk.numpy(), w2, orb, kappa, spread)
 
 
