@@ -187,6 +187,25 @@ def test_monotonicity_ratio_gives_the_rate_and_theorem_7_1_bound(task, star):
     assert np.all(run.w2 <= run.bound() * (1 + 1e-9))
 
 
+def test_gronwall_equality_and_saved_runs(task, star):
+    """For a Dirac target (46) is an equality with the path's kappa; the trapezoid error falls 4x when the
+    recording interval halves. as_dict / from_dict round-trip exactly."""
+    m = task.model
+    e, U = torch.linalg.eigh(star.H0)
+    run = st.perturbation_run(m, task.data, st.split(m, star.omega, U[:, 0], 0.05), star.omega, T=8.0, step=0.25,
+                              record_every=0.25, orbit=False)
+    errs = []
+    for every in (4, 2, 1):
+        t, g = run.gronwall(every)
+        errs.append(np.max(np.abs(np.log(g / run.w2[::every]))))
+    assert errs[-1] < 1e-4 and 3.0 < errs[0] / errs[1] < 5.0 and 3.0 < errs[1] / errs[2] < 5.0
+    back = st.PerturbationRun.from_dict(run.as_dict())
+    assert torch.equal(back.heads, run.heads)
+    assert all(np.array_equal(getattr(back, f), getattr(run, f), equal_nan=True) for f in run._fields if f != "heads")
+    with pytest.raises(ValueError, match="every"):
+        run.gronwall(0)
+
+
 # ----------------------------------------------------------------------------- orbit distance
 def test_orbit_distance(task, star):
     m, w = task.model, star.omega
