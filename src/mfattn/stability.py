@@ -11,7 +11,9 @@ variation (11)) is constant along the orbits. At a Dirac stationary point
 :math:`\delta_{\omega_*}` (51) the orbit's tangent space (dimension ``2 d_k^2`` when the four
 blocks have rank ``d_k``) therefore lies in the null spaces of both :math:`H_0` (50) and
 :math:`H_{tr}` (59), and the hypothesis :math:`H_0 \succeq \lambda_0 I` of Theorem 7.5 cannot hold.
-This module computes what chapter 05 measures:
+The action is linear in ``omega`` but not orthogonal, so the Hessians at two points of one orbit
+are congruent (``H(omega) = A^T H(g.omega) A``), not similar: their inertia is intrinsic, their
+eigenvalues are not. This module computes what chapter 05 measures:
 
 * the group action, the orbit's generators and an orthonormal basis of the tangent space and
   of its orthogonal complement; spectra on either (:func:`orbit_tangent`, :func:`spectrum`);
@@ -185,18 +187,31 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     (Levenberg-Marquardt) iteration batched over the heads, started from the least-squares
     ``G_0 = W_Q*^+ W_Q``, ``M_0 = W_V*^+ W_V``. The W2 distance of a measure to the set of measures
     carried by the orbit is :math:`(\sum_i w_i d_i^2)^{1/2}` (each head moved to its nearest orbit point).
-    The orbit is not closed where G or M degenerates; this is a local distance near ``omega_star``.
+    The orbit is not closed where G or M degenerates; near ``omega_star`` the starts agree, far from it
+    (heads that have left the orbit by O(1)) different local minima can be returned, and the value is
+    then an upper bound (CPU and CUDA agreed to 1e-4 relative on a split, to 1.4% on a 256-head cloud).
     """
     model = _check_model(model)
     omega_star = model._check_omega(omega_star)
     heads = model._check_heads(heads)
     check_positive(iters, "iters", integer=True)
     k = model.d_k
-    Qs, _, Vs, _ = model.unpack(omega_star)
-    Q, _, V, _ = model.unpack(heads)
-    G0 = torch.linalg.pinv(Qs) @ Q
-    M0 = torch.linalg.pinv(Vs) @ V
-    p = torch.cat([G0.flatten(1), M0.flatten(1)], dim=1)  # (N, 2 k^2)
+    N = heads.shape[0]
+    Qs, Ks, Vs, Os = model.unpack(omega_star)
+    Q, K, V, O = model.unpack(heads)
+    eye_k = torch.eye(k, dtype=heads.dtype, device=heads.device).expand(N, k, k)
+
+    def inv_t(A):  # G from W_K = W_K* G^{-T}, M from W_O = M^{-1} W_O*; the identity where singular
+        Ainv, info = torch.linalg.inv_ex(A)
+        return torch.where((info == 0)[:, None, None], Ainv, eye_k)
+
+    starts = [  # least-squares fits of G (from W_Q or W_K) and M (from W_V or W_O), and the identity
+        (torch.linalg.pinv(Qs) @ Q, torch.linalg.pinv(Vs) @ V),
+        (inv_t(torch.linalg.pinv(Ks) @ K).mT, inv_t(O @ torch.linalg.pinv(Os))),
+        (eye_k, eye_k),
+    ]
+    p = torch.cat([torch.cat([G.flatten(1), M.flatten(1)], dim=1) for G, M in starts])  # (3N, 2 k^2)
+    heads = heads.repeat(len(starts), 1)
 
     def residual(q, h):
         return h - _act(model, omega_star, q[: k * k].reshape(k, k), q[k * k:].reshape(k, k))
@@ -222,7 +237,7 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
         r = torch.where(better[:, None], r_new, r)
         cost = torch.where(better, c_new, cost)
         mu = torch.where(better, (mu / 3).clamp_min(1e-12), mu * 4)
-    return cost.clamp_min(0).sqrt()
+    return cost.reshape(len(starts), N).amin(0).clamp_min(0).sqrt()
 
 
 # ------------------------------------------------------------------ Dirac stationary points
