@@ -231,6 +231,8 @@ def test_bad_inputs(task, star):
         st.translate(m, w, w, -1.0)
     with pytest.raises(ValueError, match="G: expected trailing shape"):
         st.group_action(m, w, torch.eye(3, dtype=torch.float64), torch.eye(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="M: must be invertible"):
+        st.group_action(m, w, torch.eye(2, dtype=torch.float64), torch.zeros(2, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match="heads: the measure equals"):
         st.monotonicity_ratio(m, task.data, w[None], w)
     with pytest.raises(ValueError, match="points"):

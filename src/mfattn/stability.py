@@ -89,12 +89,15 @@ def group_action(model: HeadModel, omega: torch.Tensor, G: torch.Tensor, M: torc
     """``(W_Q G, W_K G^{-T}, W_V M, M^{-1} W_O)``: the head ``omega (..., d_omega)`` moved along its
     orbit by invertible ``G, M (..., d_k, d_k)``. The features (7) do not change."""
     model = _check_model(model)
+    check_tensor(omega, "omega", dtype=model.dtype, device=model.device)
     model.unpack(omega)
     for X, name in ((G, "G"), (M, "M")):
-        check_tensor(X, name)
-        if X.shape[-2:] != (model.d_k, model.d_k):
+        check_tensor(X, name, dtype=model.dtype, device=model.device)
+        if X.ndim < 2 or X.shape[-2:] != (model.d_k, model.d_k):
             raise ValueError(f"{name}: expected trailing shape (d_k, d_k) = ({model.d_k}, {model.d_k}), "
                              f"got {tuple(X.shape)}")
+        if bool((torch.linalg.inv_ex(X).info != 0).any()):
+            raise ValueError(f"{name}: must be invertible")
     return _act(model, omega, G, M)
 
 
