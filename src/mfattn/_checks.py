@@ -78,6 +78,13 @@ def check_weights(weights, n: int, like: torch.Tensor, name: str = "weights") ->
     return weights
 
 
+def check_generator(generator) -> torch.Generator:
+    """Every random draw takes an explicit, seeded ``torch.Generator``."""
+    if not isinstance(generator, torch.Generator):
+        raise ValueError("generator: expected a torch.Generator")
+    return generator
+
+
 def check_positive(x, name: str, *, integer: bool = False, allow_zero: bool = False) -> None:
     ok_type = isinstance(x, int) and not isinstance(x, bool) if integer else isinstance(x, Real)
     if not ok_type or isinstance(x, bool):

@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from ._checks import check_positive
+from ._checks import check_generator, check_positive
 from ._progress import progress_bar
 from .data import Dataset
 from .model import HeadModel
@@ -183,8 +183,7 @@ def sgd(
     zeta = as_profile(zeta)
     if batch_size is not None:
         check_positive(batch_size, "batch_size", integer=True)
-    if not isinstance(generator, torch.Generator):
-        raise ValueError("generator: expected a torch.Generator")
+    check_generator(generator)
     keep = heads.shape[0] if keep is None else keep
     check_positive(keep, "keep", integer=True)
     statistics = dict(statistics or {})

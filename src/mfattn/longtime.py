@@ -24,11 +24,11 @@ import numpy as np
 import torch
 from scipy import optimize, stats
 
-from ._checks import check_positive
+from ._checks import check_generator, check_positive
 from .data import Dataset
 from .dynamics import as_profile
 from .model import HeadModel
-from .static import Ball, _check_ball, _check_generator
+from .static import Ball, _check_ball
 
 __all__ = [
     "EnergyBalance",
@@ -251,7 +251,7 @@ def inward_products(model: HeadModel, data: Dataset, heads, weights, ball: Ball,
     is positive.
     """
     ball = _check_ball(ball)
-    generator = _check_generator(generator)
+    generator = check_generator(generator)
     check_positive(n_points, "n_points", integer=True)
     heads, weights = model._check_measure(heads, weights)
     P = ball.sample_sphere(n_points, model.d_omega, generator=generator, dtype=model.dtype, device=model.device)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import check_positive
+from ._checks import check_generator, check_positive
 from ._progress import progress_bar
 from .model import HeadModel, _blocks
 
@@ -62,8 +62,7 @@ def feature_derivative_sup(
     for k, v in dict(n_points=n_points, n_directions=n_directions).items():
         check_positive(v, k, integer=True)
     check_positive(max_order, "max_order", integer=True, allow_zero=True)
-    if not isinstance(generator, torch.Generator):
-        raise ValueError("generator: expected a torch.Generator")
+    check_generator(generator)
 
     def unit(k):
         v = torch.randn(k, model.d_omega, generator=generator, dtype=torch.float64)

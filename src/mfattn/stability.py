@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._checks import check_positive, check_tensor
+from ._checks import check_generator, check_positive, check_tensor
 from .data import Dataset
 from .dynamics import as_profile, reference_flow
 from .model import HeadModel
@@ -187,8 +187,9 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     r"""Euclidean distance of each head to the orbit of ``omega_star``: (N,).
 
     ``min over (G, M)`` of ``|omega_i - (G, M).omega_star|``, by a damped Gauss-Newton
-    (Levenberg-Marquardt) iteration batched over the heads, started from the least-squares
-    ``G_0 = W_Q*^+ W_Q``, ``M_0 = W_V*^+ W_V``. The W2 distance of a measure to the set of measures
+    (Levenberg-Marquardt) iteration batched over the heads. The problem is not convex; the best of
+    three starts is kept: the least-squares fits ``G_0 = W_Q*^+ W_Q``, ``M_0 = W_V*^+ W_V``, the fits
+    from ``W_K`` and ``W_O``, and the identity. The W2 distance of a measure to the set of measures
     carried by the orbit is :math:`(\sum_i w_i d_i^2)^{1/2}` (each head moved to its nearest orbit point).
     The orbit is not closed where G or M degenerates; near ``omega_star`` the starts agree, far from it
     (heads that have left the orbit by O(1)) different local minima can be returned, and the value is
@@ -244,6 +245,13 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
 
 
 # ------------------------------------------------------------------ Dirac stationary points
+def _single_head(model: HeadModel, data: Dataset, w: torch.Tensor):
+    """``E(delta_w)`` (10) and ``grad Phi(w; delta_w)`` (13), the single-head risk and its gradient, from
+    one head pass."""
+    r, _, g, _ = model._fused(data.X, data.Y, w[None], w.new_ones(1))
+    return r, g[0]
+
+
 class DiracPoint(NamedTuple):
     """A Dirac measure :math:`\\delta_\\omega` and what Theorems 7.5 and 7.8 ask of it."""
 
@@ -271,13 +279,12 @@ def analyse_dirac(model: HeadModel, data: Dataset, omega: torch.Tensor, *, rtol:
     space and on the complement of the orbit's tangent space, at :math:`\\delta_\\omega`."""
     model = _check_model(model)
     omega = model._check_omega(omega)
-    one = omega[None]
-    H0 = model.hessian_first_variation(data, omega, one)
+    H0 = model.hessian_first_variation(data, omega, omega[None])
     H_tr = model.translation_hessian(data, omega)
     tangent = orbit_tangent(model, omega, rtol=rtol)
+    risk, grad = _single_head(model, data, omega)
     return DiracPoint(
-        omega, float(model.risk(data, one)), float(model.grad_first_variation(data, one, one)[0].norm()),
-        H0, H_tr, tangent, spectrum(H0), spectrum(H_tr),
+        omega, float(risk), float(grad.norm()), H0, H_tr, tangent, spectrum(H0), spectrum(H_tr),
         spectrum(H0, tangent.complement), spectrum(H_tr, tangent.complement),
     )
 
@@ -299,12 +306,10 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     check_positive(scale, "scale")
     check_positive(max_iter, "max_iter", integer=True)
     check_positive(newton_steps, "newton_steps", integer=True, allow_zero=True)
-    if not isinstance(generator, torch.Generator):
-        raise ValueError("generator: expected a torch.Generator")
+    check_generator(generator)
 
     def risk_grad(w):
-        r, _, g, _ = model._fused(data.X, data.Y, w[None], w.new_ones(1))
-        return r, g[0]
+        return _single_head(model, data, w)
 
     best, risks = None, []
     for _ in range(n_starts):
@@ -399,8 +404,7 @@ def cloud(model: HeadModel, omega: torch.Tensor, r0: float, n: int, *, generator
     omega = _check_model(model)._check_omega(omega)
     check_positive(r0, "r0")
     check_positive(n, "n", integer=True)
-    if not isinstance(generator, torch.Generator):
-        raise ValueError("generator: expected a torch.Generator")
+    check_generator(generator)
     d = model.d_omega
     u = torch.randn(n, d, generator=generator, dtype=torch.float64)
     u = u / u.norm(dim=1, keepdim=True)

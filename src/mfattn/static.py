@@ -39,7 +39,7 @@ from typing import NamedTuple
 import torch
 from threadpoolctl import threadpool_limits
 
-from ._checks import check_positive, check_tensor, check_weights
+from ._checks import check_generator, check_positive, check_tensor, check_weights
 from ._progress import progress_bar
 from .data import Dataset
 from .model import HeadModel
@@ -115,12 +115,6 @@ def _check_ball(ball) -> Ball:
     return ball
 
 
-def _check_generator(generator):
-    if not isinstance(generator, torch.Generator):
-        raise ValueError("generator: expected a torch.Generator")
-    return generator
-
-
 # ------------------------------------------------------------- the inner problem: min_K Phi
 class PhiMinimum(NamedTuple):
     """Result of the multistart minimisation of ``Phi(.; rho)`` over ``K``."""
@@ -176,7 +170,7 @@ def minimize_first_variation(
     instance the atoms of ``rho`` and earlier minimisers). All starts descend together, batched.
     """
     ball = _check_ball(ball)
-    _check_generator(generator)
+    check_generator(generator)
     check_positive(n_starts, "n_starts", integer=True, allow_zero=True)
     check_positive(iters, "iters", integer=True, allow_zero=True)
     check_positive(agree_tol, "agree_tol")
@@ -364,7 +358,7 @@ def mean_field_optimum(
     minimiser over ``P(K)`` (Theorem 4.3), whatever local solve produced it.
     """
     ball = _check_ball(ball)
-    _check_generator(generator)
+    check_generator(generator)
     data = model._check_data(data)
     for k, v in dict(n_atoms0=n_atoms0, outer=outer, n_starts=n_starts, iters=iters, maxiter=maxiter).items():
         check_positive(v, k, integer=True)
@@ -467,7 +461,7 @@ def finite_head_optimum(
     measures how rugged the landscape is.
     """
     ball = _check_ball(ball)
-    _check_generator(generator)
+    check_generator(generator)
     data = model._check_data(data)
     check_positive(N, "N", integer=True)
     check_positive(n_random, "n_random", integer=True, allow_zero=True)
@@ -524,7 +518,7 @@ def sample_measure(heads: torch.Tensor, weights: torch.Tensor | None, N: int, *,
     """``N`` i.i.d. draws from ``sum_j w_j delta_{omega_j}`` (the construction of Theorem 4.1's proof)."""
     check_tensor(heads, "heads", ndim=2)
     check_positive(N, "N", integer=True)
-    _check_generator(generator)
+    check_generator(generator)
     w = check_weights(weights, heads.shape[0], heads).detach().to("cpu", torch.float64)
     idx = torch.multinomial(w, N, replacement=True, generator=generator)
     return heads[idx.to(heads.device)]
@@ -551,7 +545,7 @@ def iid_construction(model: HeadModel, data: Dataset, heads, weights, N_grid, *,
     data = model._check_data(data)
     heads, weights = model._check_measure(heads, weights)
     check_positive(n_draws, "n_draws", integer=True)
-    _check_generator(generator)
+    check_generator(generator)
     N_grid = [int(N) for N in N_grid]
     for N in N_grid:
         check_positive(N, "N_grid", integer=True)
@@ -587,7 +581,7 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
     """
     ball = _check_ball(ball)
     X = model._check_X(X)
-    _check_generator(generator)
+    check_generator(generator)
     check_positive(n_starts, "n_starts", integer=True)
     check_positive(iters, "iters", integer=True, allow_zero=True)
     q = ball.sample_sphere(n_starts, model.d_omega, generator=generator, dtype=model.dtype, device=model.device)
