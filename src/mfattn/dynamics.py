@@ -27,8 +27,7 @@ import torch
 
 from ._checks import check_generator, check_positive
 from ._progress import progress_bar
-from .data import Dataset
-from .model import HeadModel
+from .particles import ParticleModel
 
 __all__ = [
     "Constant",
@@ -143,9 +142,9 @@ def _grid(T, record_every, step, name):
     return per_record, n_records
 
 
-def _check_start(model: HeadModel, data: Dataset, heads0, weights):
-    if not isinstance(model, HeadModel):
-        raise ValueError("model: expected a mfattn.HeadModel")
+def _check_start(model: ParticleModel, data, heads0, weights):
+    if not isinstance(model, ParticleModel):
+        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
     data = model._check_data(data)
     heads0, weights = model._check_measure(heads0, weights, "heads0")
     return data, heads0, weights
@@ -153,8 +152,8 @@ def _check_start(model: HeadModel, data: Dataset, heads0, weights):
 
 # --------------------------------------------------------------------------------- SGD
 def sgd(
-    model: HeadModel,
-    data: Dataset,
+    model: ParticleModel,
+    data,
     heads0: torch.Tensor,
     *,
     eps: float,
@@ -229,8 +228,8 @@ def sgd(
 class ReferenceFlow:
     """The limiting PDE (20) solved by the characteristics (21) of a reference population."""
 
-    model: HeadModel
-    X: torch.Tensor  # (n, L, d_x) the dataset's sequences (the drift needs only these and G)
+    model: ParticleModel
+    X: torch.Tensor  # (n, L, d_x) for heads, (n, d) for the two-layer network the dataset's sequences (the drift needs only these and G)
     zeta: object
     step: float  # Runge-Kutta step h
     per_record: int  # steps between recordings
@@ -274,8 +273,8 @@ def _rk4_step(zeta, t, h, w, grad):
 
 
 def reference_flow(
-    model: HeadModel,
-    data: Dataset,
+    model: ParticleModel,
+    data,
     particles0: torch.Tensor,
     *,
     T: float,

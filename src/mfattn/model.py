@@ -25,9 +25,10 @@ from typing import Iterator
 
 import torch
 
-from ._checks import check_dim, check_positive, check_tensor, check_weights
+from ._checks import check_dim, check_positive, check_tensor
 from .data import Dataset
-from .softmax import cross_entropy
+from .particles import ParticleModel
+from .softmax import cross_entropy, softmax_jacobian
 
 __all__ = ["HeadModel"]
 
@@ -46,7 +47,7 @@ def _blocks(n: int, size: int) -> Iterator[slice]:
         yield slice(start, min(start + size, n))
 
 
-class HeadModel:
+class HeadModel(ParticleModel):
     r"""Single-layer causal multi-head attention with a fixed vocabulary projection (paper §2.2).
 
     A head is a vector ``omega`` of length ``d_omega = 4 d_x d_k``: the row-major
@@ -163,23 +164,14 @@ class HeadModel:
         check_dim(data.Y, "data.Y", 2, self.d_v, "d_v")
         return data
 
-    def _check_measure(self, heads, weights, name: str = "heads"):
-        heads = self._check_heads(heads, name)
-        return heads, self._check_weights(weights, heads)
+    # ------------------------------------------------------------------ loss
+    def _loss(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy (9) per position: ``(..., n, L, d_v) -> (..., n, L)``."""
+        return cross_entropy(Y, z)
 
-    def _check_weights(self, weights, heads):
-        return check_weights(weights, heads.shape[0], heads)
-
-    # ---------------------------------------------------------- sums over heads
-    # Heads interact only through sums over the measure: the logits (8) and the dissipation (38).
-    # Every such sum ends in ``_reduce``, the identity here; :class:`mfattn.distributed.ShardedHeadModel`
-    # makes it an all-reduce over the processes that each hold a shard of the heads.
-    def _reduce(self, t: torch.Tensor) -> torch.Tensor:
-        return t
-
-    def _weighted_sq_norm(self, weights: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """``sum_i w_i |g_i|^2``: the dissipation (38) when ``g_i = grad Phi(omega_i; rho)``."""
-        return self._reduce((weights * (g * g).sum(-1)).sum())
+    def _loss_hessian(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """Hessian of (9) in the logits, the softmax Jacobian (4): ``(n, L, d_v, d_v)``."""
+        return softmax_jacobian(z)
 
     # ------------------------------------------------------------ chunk sizes
     def _chunks(self, n_samples: int, n_heads: int, L: int):

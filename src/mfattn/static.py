@@ -43,7 +43,7 @@ from ._checks import check_generator, check_positive, check_tensor, check_weight
 from ._progress import progress_bar
 from .data import Dataset
 from .model import HeadModel
-from .softmax import cross_entropy
+from .particles import ParticleModel
 
 __all__ = [
     "Ball",
@@ -58,6 +58,7 @@ __all__ = [
     "round_measure",
     "sample_measure",
     "iid_construction",
+    "iid_gap_coefficient",
     "feature_sup",
 ]
 
@@ -525,7 +526,7 @@ def sample_measure(heads: torch.Tensor, weights: torch.Tensor | None, N: int, *,
 
 
 # ------------------------------------------------- Theorem 4.1's proof: N i.i.d. heads from rho
-def iid_construction(model: HeadModel, data: Dataset, heads, weights, N_grid, *, n_draws: int,
+def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_draws: int,
                      generator: torch.Generator, progress: bool = True) -> dict:
     r"""The construction in the proof of Theorem 4.1: ``N`` heads drawn i.i.d. from rho.
 
@@ -540,8 +541,12 @@ def iid_construction(model: HeadModel, data: Dataset, heads, weights, N_grid, *,
     * ``risk_gap``: :math:`\mathcal E(\hat\rho^N)-\mathcal E(\rho)` (10).
 
     rho is the (weighted) measure of ``heads``. The atoms' features are computed once; a draw is a
-    vector of counts, so its logits are a matrix product (vectorised over draws).
+    vector of counts, so its logits are a matrix product (vectorised over draws). Any
+    :class:`~mfattn.particles.ParticleModel` works: for the two-layer network of chapter 07 the
+    "logits" are the network's outputs and the risk is the square loss.
     """
+    if not isinstance(model, ParticleModel):
+        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
     data = model._check_data(data)
     heads, weights = model._check_measure(heads, weights)
     check_positive(n_draws, "n_draws", integer=True)
@@ -549,10 +554,11 @@ def iid_construction(model: HeadModel, data: Dataset, heads, weights, N_grid, *,
     N_grid = [int(N) for N in N_grid]
     for N in N_grid:
         check_positive(N, "N_grid", integer=True)
-    Psi = model.features(data.X, heads)  # (m, n, L, d_v)
-    z = torch.einsum("m,mblv->blv", weights, Psi)
-    E = float(cross_entropy(data.Y, z).mean())
+    Psi = model.features(data.X, heads)  # (m, *S, V): (m, n, L, d_v) for heads, (m, n, 1) for neurons
+    z = torch.tensordot(weights, Psi, dims=1)
+    E = float(model._loss(data.Y, z).mean())
     m = heads.shape[0]
+    flat = Psi.reshape(m, -1)
     w_cpu = weights.detach().to("cpu", torch.float64)
     out = {k: torch.empty(len(N_grid), n_draws, dtype=torch.float64)
            for k in ("logit_error", "logit_error_max", "logit_mse", "risk_gap")}
@@ -562,13 +568,38 @@ def iid_construction(model: HeadModel, data: Dataset, heads, weights, N_grid, *,
             k = min(batch, n_draws - s)
             idx = torch.multinomial(w_cpu.expand(k, m), N, replacement=True, generator=generator)
             counts = torch.zeros(k, m, dtype=torch.float64).scatter_add_(1, idx, torch.ones(k, N, dtype=torch.float64))
-            zN = torch.einsum("km,mblv->kblv", (counts / N).to(Psi), Psi)
-            err = (zN - z).norm(dim=-1)  # (k, n, L)
-            out["logit_error"][a, s : s + k] = err.mean((1, 2)).cpu()
-            out["logit_error_max"][a, s : s + k] = err.amax((1, 2)).cpu()
-            out["logit_mse"][a, s : s + k] = err.pow(2).mean((1, 2)).cpu()
-            out["risk_gap"][a, s : s + k] = (cross_entropy(data.Y, zN).mean((1, 2)) - E).cpu()
+            zN = ((counts / N).to(Psi) @ flat).reshape(k, *Psi.shape[1:])
+            err = (zN - z).norm(dim=-1).flatten(1)  # (k, n L) or (k, n)
+            out["logit_error"][a, s : s + k] = err.mean(1).cpu()
+            out["logit_error_max"][a, s : s + k] = err.amax(1).cpu()
+            out["logit_mse"][a, s : s + k] = err.pow(2).mean(1).cpu()
+            out["risk_gap"][a, s : s + k] = (model._loss(data.Y, zN).flatten(1).mean(1) - E).cpu()
     return {"N": N_grid, "risk": E, **{k: v.numpy() for k, v in out.items()}}
+
+
+def iid_gap_coefficient(model: ParticleModel, data, heads, weights=None) -> float:
+    r"""The coefficient :math:`c` of the mean i.i.d. risk gap, :math:`\mathbb E\,\mathcal E(\hat\rho^N)-\mathcal E(\rho)
+    = c/N + O(N^{-2})`, in the construction of Theorem 4.1's proof (chapters 03 and 07).
+
+    The first-order term of the expansion in :math:`\delta z=z^{\hat\rho^N}-z^\rho` has mean zero, and
+    :math:`\mathbb E\,\delta z\,\delta z^\top=\frac1N\mathrm{Cov}_\rho(\psi)`, so
+
+    .. math:: c=\tfrac12\,\mathbb E_X\tfrac1L\sum_l\int(\psi_l-z_l^\rho)^\top\nabla^2\ell(z_l^\rho)\,(\psi_l-z_l^\rho)\,d\rho .
+
+    Under cross-entropy :math:`\nabla^2\ell` is the softmax Jacobian (4) and the remainder is
+    :math:`O(N^{-2})`; under the square loss of chapter 07 it is the identity, the loss is exactly
+    quadratic and the mean gap is exactly :math:`c/N` for every ``N``.
+    """
+    if not isinstance(model, ParticleModel):
+        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
+    data = model._check_data(data)
+    heads, weights = model._check_measure(heads, weights)
+    Psi = model.features(data.X, heads)
+    z = torch.tensordot(weights, Psi, dims=1)
+    H = model._loss_hessian(data.Y, z)  # (*S, V, V)
+    D = Psi - z
+    quad = torch.einsum("m...i,...ij,m...j->m...", D, H, D).flatten(1).mean(1)  # (m,)
+    return 0.5 * float((weights * quad).sum())
 
 
 def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: torch.Generator, n_starts: int = 32,

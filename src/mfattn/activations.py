@@ -1,0 +1,59 @@
+"""Activation functions with their derivative and primitive (chapters 06 and 07).
+
+The two-layer network of :mod:`mfattn.twolayer` needs ``sigma`` and ``sigma'``; the perceptron
+potential of :mod:`mfattn.tokens` (arXiv 2606.10469's companion on perceptrons, eq. (2.6)) needs a
+primitive ``Sigma`` with ``Sigma' = sigma`` and ``Sigma(0) = 0``. Each activation lives here once.
+
+* ``relu``: ``max(u, 0)``, ``1{u > 0}``, ``max(u, 0)^2 / 2``;
+* ``gelu`` (exact, with the normal CDF ``P`` and density ``p``): ``u P(u)``, ``P(u) + u p(u)``,
+  ``(u^2 P(u) + u p(u) - P(u)) / 2 + 1/4``;
+* ``tanh``: ``tanh u``, ``1 - tanh^2 u``, ``log cosh u``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+
+__all__ = ["Activation", "ACTIVATIONS", "get_activation"]
+
+
+class Activation(NamedTuple):
+    name: str
+    f: Callable[[torch.Tensor], torch.Tensor]
+    df: Callable[[torch.Tensor], torch.Tensor]
+    primitive: Callable[[torch.Tensor], torch.Tensor]
+
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _cdf(u):
+    return 0.5 * (1.0 + torch.erf(u * _INV_SQRT2))
+
+
+def _pdf(u):
+    return _INV_SQRT2PI * torch.exp(-0.5 * u * u)
+
+
+def _log_cosh(u):
+    a = u.abs()  # log cosh u = |u| + log1p(exp(-2|u|)) - log 2, stable for large |u|
+    return a + torch.log1p(torch.exp(-2.0 * a)) - math.log(2.0)
+
+
+ACTIVATIONS = {
+    "relu": Activation("relu", torch.relu, lambda u: (u > 0).to(u.dtype), lambda u: 0.5 * torch.relu(u) ** 2),
+    "gelu": Activation("gelu", lambda u: u * _cdf(u), lambda u: _cdf(u) + u * _pdf(u),
+                       lambda u: 0.5 * (u * u * _cdf(u) + u * _pdf(u) - _cdf(u)) + 0.25),
+    "tanh": Activation("tanh", torch.tanh, lambda u: 1.0 - torch.tanh(u) ** 2, _log_cosh),
+}
+
+
+def get_activation(name: str) -> Activation:
+    """The activation called ``name`` (one of ``relu``, ``gelu``, ``tanh``)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {name!r}")
+    return ACTIVATIONS[name]

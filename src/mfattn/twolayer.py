@@ -1,0 +1,241 @@
+r"""The two-layer mean-field network under the square loss: the classical baseline (chapter 07).
+
+Neurons are the particles. A neuron is ``omega = (a, w, b)`` in ``R^{d + 2}``, laid out as ``a``,
+then ``w (d)``, then ``b``, and a weighted measure ``rho = sum_i p_i delta_{omega_i}`` predicts
+
+.. math:: f(x;\rho)=\sum_i p_i\,a_i\,\sigma(\langle w_i,x\rangle+b_i),
+
+which is ``(1/m) sum_j a_j sigma(<w_j, x> + b_j)`` for the uniform weights of ``m`` neurons (the
+lecture notes' network; Mei, Montanari and Nguyen 2018). The risk over a dataset of ``n`` pairs is
+
+.. math:: R(\rho)=\frac1{2n}\sum_k\big(f(x_k;\rho)-y_k\big)^2,\qquad
+          \Phi(\omega;\rho)=\frac1n\sum_k\big(f(x_k;\rho)-y_k\big)\,a\,\sigma(\langle w,x_k\rangle+b),
+
+``Phi`` being its first variation (the function ``Psi`` of Mei et al.). The model implements the
+:class:`~mfattn.particles.ParticleModel` protocol, so :func:`mfattn.dynamics.sgd` runs the particle
+SGD ``omega^{k+1} = omega^k - 2 eps zeta grad Phi`` and :func:`mfattn.dynamics.reference_flow` the
+characteristics of ``d rho / dt = 2 zeta div(rho grad Phi)``, with the same time convention as the
+heads' (19)-(21); :func:`mfattn.static.iid_construction` and :func:`mfattn.static.iid_gap_coefficient`
+give the static gap. Heads are streamed in chunks, as for the attention heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import check_dim, check_generator, check_positive, check_tensor
+from .activations import get_activation
+from .particles import ParticleModel
+
+__all__ = ["RegressionData", "TwoLayerModel", "teacher_regression"]
+
+
+def _blocks(n: int, size: int):
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+@dataclass(frozen=True)
+class RegressionData:
+    """``n`` inputs ``X (n, d)`` with real targets ``Y (n, 1)``; averages over it are exact expectations."""
+
+    X: torch.Tensor
+    Y: torch.Tensor
+
+    def __post_init__(self):
+        check_tensor(self.X, "X", ndim=2)
+        check_tensor(self.Y, "Y", ndim=2, dtype=self.X.dtype, device=self.X.device)
+        if self.X.shape[0] < 1:
+            raise ValueError("X: needs at least one sample")
+        check_dim(self.Y, "Y", 0, self.X.shape[0], "the number of samples of X")
+        check_dim(self.Y, "Y", 1, 1, "one target per sample")
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[1]
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class TwoLayerModel(ParticleModel):
+    """The mean-field two-layer network ``f(x) = sum_i p_i a_i sigma(<w_i, x> + b_i)`` of chapter 07.
+
+    Parameters
+    ----------
+    d : int
+        Input dimension (``d_omega = d + 2``).
+    activation : str
+        ``tanh`` (default, smooth and bounded, as Mei et al.'s assumptions ask), ``gelu`` or ``relu``.
+    dtype, device
+        Of the neurons and the data.
+    chunk_size : int, optional
+        Neurons per chunk; by default chosen so that one ``(n, chunk)`` block holds about 4 M numbers.
+    """
+
+    def __init__(self, d: int, *, activation: str = "tanh", dtype=torch.float64, device="cpu",
+                 chunk_size: int | None = None):
+        check_positive(d, "d", integer=True)
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
+        if chunk_size is not None:
+            check_positive(chunk_size, "chunk_size", integer=True)
+        self.d = d
+        self.d_omega = d + 2
+        self.act = get_activation(activation)
+        self._dtype = dtype
+        self._device = torch.device(device)
+        self.chunk_size = chunk_size
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def __repr__(self) -> str:
+        return f"TwoLayerModel(d={self.d}, activation={self.act.name}, d_omega={self.d_omega}, dtype={self.dtype})"
+
+    # -------------------------------------------------------------- validation
+    def _check_heads(self, heads, name: str = "heads") -> torch.Tensor:
+        check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
+        check_dim(heads, name, 1, self.d_omega, "d_omega = d + 2")
+        if heads.shape[0] < 1:
+            raise ValueError(f"{name}: needs at least one neuron")
+        return heads
+
+    def _check_data(self, data) -> RegressionData:
+        if not isinstance(data, RegressionData):
+            raise ValueError(f"data: expected a mfattn.twolayer.RegressionData, got {type(data).__name__}")
+        if data.X.dtype != self.dtype or data.X.device != self.device:
+            raise ValueError(f"data: dtype/device {data.X.dtype}/{data.X.device} differ from the model's "
+                             f"{self.dtype}/{self.device}")
+        check_dim(data.X, "data.X", 1, self.d, "d")
+        return data
+
+    # ------------------------------------------------------------------ blocks
+    def _chunk(self, n: int, N: int) -> int:
+        return self.chunk_size or max(1, min(N, (1 << 22) // max(n, 1)))
+
+    def _pre(self, X, h):
+        return torch.addmm(h[:, -1], X, h[:, 1:-1].T)  # (n, c): <w, x> + b
+
+    def _loss(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """Square loss per sample, ``(..., n, 1) -> (..., n)``: ``(z - y)^2 / 2``."""
+        return 0.5 * (z - Y).pow(2).sum(-1)
+
+    def _loss_hessian(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """The identity: the square loss is exactly quadratic. ``(n, 1, 1)``."""
+        return torch.ones(*z.shape, 1, dtype=z.dtype, device=z.device)
+
+    def _output(self, X, heads, weights) -> torch.Tensor:
+        """``f(x_k; rho)`` for every input: (n, 1), streamed over chunks of neurons."""
+        f = X.new_zeros(X.shape[0])
+        for h in _blocks(heads.shape[0], self._chunk(X.shape[0], heads.shape[0])):
+            f += self.act.f(self._pre(X, heads[h])) @ (weights[h] * heads[h, 0])
+        return self._reduce(f)[:, None]
+
+    def _grad(self, X, G, query) -> torch.Tensor:
+        """``grad Phi`` at ``query`` for the scaled residual ``G = (f - y) / n`` (n,): (M, d + 2)."""
+        out = X.new_empty(query.shape[0], self.d_omega)
+        for h in _blocks(query.shape[0], self._chunk(X.shape[0], query.shape[0])):
+            q = query[h]
+            pre = self._pre(X, q)
+            u = G[:, None] * self.act.df(pre) * q[:, 0]  # (n, c): d Phi / d pre
+            out[h, 0] = G @ self.act.f(pre)
+            out[h, 1:-1] = u.T @ X
+            out[h, -1] = u.sum(0)
+        return out
+
+    def _phi(self, X, G, query) -> torch.Tensor:
+        out = X.new_empty(query.shape[0])
+        for h in _blocks(query.shape[0], self._chunk(X.shape[0], query.shape[0])):
+            out[h] = query[h, 0] * (G @ self.act.f(self._pre(X, query[h])))
+        return out
+
+    def _fused(self, X, Y, heads, weights, *, phi: bool = False):
+        """Risk, ``G = (f - y) / n``, ``grad Phi`` at the atoms and, with ``phi``, ``Phi`` there; no validation."""
+        r = self._output(X, heads, weights) - Y
+        G = r[:, 0] / X.shape[0]
+        return 0.5 * r.pow(2).mean(), G, self._grad(X, G, heads), self._phi(X, G, heads) if phi else None
+
+    def _grad_phi(self, X, Y, heads, weights) -> torch.Tensor:
+        return self._fused(X, Y, heads, weights)[2]
+
+    def _risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
+        if not dissipation:
+            return 0.5 * (self._output(X, heads, weights) - Y).pow(2).mean(), None
+        risk, _, g, _ = self._fused(X, Y, heads, weights)
+        return risk, self._weighted_sq_norm(weights, g)
+
+    # -------------------------------------------------------------- public API
+    def features(self, X: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+        """One neuron's output ``a sigma(<w, x> + b)`` at every input: (N, n, 1)."""
+        check_tensor(X, "X", ndim=2, dtype=self.dtype, device=self.device)
+        check_dim(X, "X", 1, self.d, "d")
+        heads = self._check_heads(heads)
+        return (self.act.f(self._pre(X, heads)) * heads[:, 0]).T[..., None]
+
+    def output(self, X: torch.Tensor, heads, weights=None) -> torch.Tensor:
+        """The network's prediction ``f(x; rho)`` at every row of ``X (n, d)``: (n, 1)."""
+        check_tensor(X, "X", ndim=2, dtype=self.dtype, device=self.device)
+        check_dim(X, "X", 1, self.d, "d")
+        heads, weights = self._check_measure(heads, weights)
+        return self._output(X, heads, weights)
+
+    def risk(self, data: RegressionData, heads, weights=None) -> torch.Tensor:
+        """The square-loss risk ``R(rho) = (1/2n) sum_k (f(x_k) - y_k)^2``: 0-dim tensor."""
+        data = self._check_data(data)
+        heads, weights = self._check_measure(heads, weights)
+        return self._risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0]
+
+    def _prepare(self, data, heads, weights, query):
+        data = self._check_data(data)
+        heads, weights = self._check_measure(heads, weights)
+        query = heads if query is None else self._check_heads(query, "query")
+        G = (self._output(data.X, heads, weights) - data.Y)[:, 0] / data.n
+        return data, query, G
+
+    def first_variation(self, data: RegressionData, query, heads, weights=None) -> torch.Tensor:
+        """``Phi(omega; rho) = (1/n) sum_k (f(x_k) - y_k) a sigma(<w, x_k> + b)`` at each query neuron: (M,)."""
+        data, query, G = self._prepare(data, heads, weights, query)
+        return self._phi(data.X, G, query)
+
+    def grad_first_variation(self, data: RegressionData, query, heads, weights=None) -> torch.Tensor:
+        """``grad_omega Phi(omega; rho)`` at each query neuron: (M, d + 2)."""
+        data, query, G = self._prepare(data, heads, weights, query)
+        return self._grad(data.X, G, query)
+
+    def dissipation(self, data: RegressionData, heads, weights=None) -> torch.Tensor:
+        """``int |grad Phi|^2 d rho``, the rate at which the flow (time convention of (21)) lowers ``R / 2``."""
+        data = self._check_data(data)
+        heads, weights = self._check_measure(heads, weights)
+        return self._risk_and_dissipation(data.X, data.Y, heads, weights)[1]
+
+
+def teacher_regression(d: int, n: int, *, m_teacher: int = 4, activation: str = "tanh",
+                       generator: torch.Generator, dtype=torch.float64, device="cpu"):
+    """A teacher-student regression task for chapter 07: ``x ~ N(0, I_d)``, ``y = f(x; teacher)`` with
+    ``m_teacher`` neurons ``a ~ N(0, 1)``, ``w ~ N(0, I_d / d)``, ``b = 0``. Returns
+    ``(model, data, teacher_neurons)``; the teacher's risk is 0."""
+    check_positive(d, "d", integer=True)
+    check_positive(n, "n", integer=True)
+    check_positive(m_teacher, "m_teacher", integer=True)
+    check_generator(generator)
+    model = TwoLayerModel(d, activation=activation, dtype=dtype, device=device)
+    X = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    t = torch.zeros(m_teacher, d + 2, dtype=torch.float64)
+    t[:, 0] = torch.randn(m_teacher, generator=generator, dtype=torch.float64)
+    t[:, 1:-1] = torch.randn(m_teacher, d, generator=generator, dtype=torch.float64) / d ** 0.5
+    t = t.to(device=device, dtype=dtype)
+    X = X.to(device=device, dtype=dtype)
+    Y = model._output(X, t, torch.full((m_teacher,), 1.0 / m_teacher, dtype=dtype, device=device))
+    return model, RegressionData(X, Y), t
