@@ -101,6 +101,8 @@ def test_square_loss_mean_gap_is_exactly_c_over_N():
     assert c == pytest.approx(c_direct, rel=1e-12)
     out = iid_construction(model, data, heads, w, [1, 4, 16], n_draws=20000,
                            generator=torch.Generator().manual_seed(2), progress=False)
+    # R(rho_hat) - R(rho) - int Phi d(rho_hat - rho) = (1/2n) sum_k (f_hat - f)^2 exactly, draw by draw
+    assert np.allclose(out["risk_gap"] - out["first_order"], 0.5 * out["logit_mse"], rtol=1e-9, atol=1e-15)
     for a, N in enumerate(out["N"]):
         gaps = out["risk_gap"][a]
         se = gaps.std(ddof=1) / np.sqrt(gaps.size)
