@@ -1,0 +1,161 @@
+"""Token particles on the sphere (mfattn.tokens): the gradient structure against autograd, energy
+monotonicity, the sphere constraint, integrator orders, cluster counting and the stopping rule."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mfattn import tokens as tk
+
+
+def _systems(perceptron, betas=(0.5, 4.0, 20.0)):
+    """Ascent and descent, USA and SA, with and without the perceptron, for each beta."""
+    out = []
+    for sign in (1, -1):
+        for normalized in (False, True):
+            for mlp in (False, True):
+                out.append(tk.TokenSystem.grid(betas, sign=sign, normalized=normalized, mlp=mlp, perceptron=perceptron))
+    return tk.TokenSystem.concat(out)
+
+
+@pytest.mark.parametrize("d,activation", [(2, "relu"), (3, "gelu"), (5, "relu")])
+def test_usa_velocity_is_n_times_the_spherical_gradient_of_the_energy(d, activation):
+    g = torch.Generator().manual_seed(0)
+    per = tk.Perceptron.sample(d, generator=g, activation=activation, units=3)
+    s = _systems(per)
+    X = tk.uniform_sphere(s.B, 9, d, generator=g)
+    Xr = X.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(tk.energy(Xr, s).sum(), Xr)
+    tangent = grad - (grad * X).sum(-1, keepdim=True) * X
+    v = tk.velocity(X, s)
+    usa = ~s.normalized
+    expect = s.sign[:, None, None] * 9 * tangent
+    assert torch.allclose(v[usa], expect[usa], rtol=1e-10, atol=1e-12)
+    # SA without perceptron: the same direction, rescaled token by token by n / sum_j g(x_i, x_j)
+    sa = s.normalized & (s.mlp == 0)
+    W = torch.exp(s.beta[:, None, None] * ((X @ X.transpose(1, 2)).clamp(max=1) - 1))
+    scale = 9 / W.sum(-1, keepdim=True)
+    assert torch.allclose(v[sa], (expect * scale)[sa], rtol=1e-10, atol=1e-12)
+
+
+def test_perceptron_drift_is_the_gradient_of_its_potential():
+    per = tk.Perceptron.sample(4, generator=torch.Generator().manual_seed(1), units=6, activation="gelu")
+    X = torch.randn(7, 4, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(per.potential(X).sum(), X)
+    assert torch.allclose(g, per.drift(X.detach()), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["euler", "heun", "rk4"])
+def test_tokens_stay_on_the_sphere(method):
+    g = torch.Generator().manual_seed(2)
+    per = tk.Perceptron.sample(3, generator=g)
+    s = _systems(per)
+    X = tk.uniform_sphere(s.B, 40, 3, generator=g)
+    for _ in range(200):
+        X = tk.step(X, s, 0.1, method)
+    assert float((X.norm(dim=-1) - 1).abs().max()) < 1e-14
+
+
+def test_energy_rises_along_ascent_and_falls_along_descent():
+    """USA (with and without the perceptron) and pure SA are gradient flows of F: monotone for small steps."""
+    g = torch.Generator().manual_seed(3)
+    per = tk.Perceptron.sample(2, generator=g, activation="relu")
+    s = _systems(per, betas=(0.5, 3.0, 10.0))
+    grad_flow = ~s.normalized | (s.mlp == 0)
+    X = tk.uniform_sphere(s.B, 64, 2, generator=g)
+    E = [tk.energy(X, s)]
+    for _ in range(300):
+        X = tk.step(X, s, 0.01)
+        E.append(tk.energy(X, s))
+    dE = torch.diff(torch.stack(E), dim=0) * s.sign  # ascent: dE >= 0; descent: -dE >= 0
+    assert bool((dE[:, grad_flow] >= -1e-15).all())
+    # and it moved: not a vacuous monotonicity
+    assert bool(((E[-1] - E[0]).abs()[grad_flow] > 1e-5).all())
+
+
+def test_integrator_orders():
+    g = torch.Generator().manual_seed(4)
+    per = tk.Perceptron.sample(3, generator=g, activation="gelu")  # smooth field: ReLU's kink caps the order
+    s = tk.TokenSystem.grid([2.0], sign=-1, mlp=True, perceptron=per)
+    X0 = tk.uniform_sphere(1, 12, 3, generator=g)
+
+    def run(dt, method, T=0.5):
+        X = X0
+        for _ in range(round(T / dt)):
+            X = tk.step(X, s, dt, method)
+        return X
+
+    ref = run(1 / 2048, "rk4")
+    for method, order in (("euler", 1), ("heun", 2), ("rk4", 4)):
+        e1 = float((run(1 / 16, method) - ref).norm())
+        e2 = float((run(1 / 32, method) - ref).norm())
+        assert math.log2(e1 / e2) == pytest.approx(order, abs=0.3), (method, e1, e2)
+
+
+def _clusters_on_circle(centres, sizes, jitter, g):
+    ang = torch.cat([c + jitter * (torch.rand(k, generator=g, dtype=torch.float64) - 0.5)
+                     for c, k in zip(centres, sizes)])
+    return torch.stack([torch.cos(ang), torch.sin(ang)], -1)
+
+
+def test_cluster_counting_on_constructed_configurations():
+    g = torch.Generator().manual_seed(5)
+    # three clusters on the circle, one straddling the cut at angle pi; masses 10/40, 20/40, 10/40
+    A = _clusters_on_circle([math.pi, 0.3, -1.7], [10, 20, 10], 0.05, g)
+    # the same three merge into one at a threshold wider than their gaps
+    labels, counts = tk.cluster_labels(A[None], [0.1])
+    assert counts.tolist() == [3]
+    assert sorted(tk.cluster_masses(labels)[0].tolist()) == [0.25, 0.25, 0.5]
+    assert len(set(labels[0, :10].tolist())) == 1  # the straddling cluster has one label
+    assert tk.cluster_labels(A[None], [2.5])[1].tolist() == [1]
+    # a chain of points spaced 0.08 apart is one cluster at threshold 0.1 (single linkage), 12 at 0.05
+    chain = _clusters_on_circle([0.08 * k for k in range(12)], [1] * 12, 0.0, g)
+    assert tk.cluster_labels(chain[None], [0.1])[1].tolist() == [1]
+    assert tk.cluster_labels(chain[None], [0.05])[1].tolist() == [12]
+    # on S^2: four tight groups at the vertices of a tetrahedron, batched with a uniform cloud
+    V = torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=torch.float64) / math.sqrt(3)
+    P = (V.repeat_interleave(5, 0) + 0.01 * torch.randn(20, 3, generator=g, dtype=torch.float64))
+    P = P / P.norm(dim=1, keepdim=True)
+    U = tk.uniform_sphere(1, 20, 3, generator=g)[0]
+    labels, counts = tk.cluster_labels(torch.stack([P, U]), [0.2, 1e-6])
+    assert counts.tolist() == [4, 20]
+    assert tk.cluster_masses(labels)[0].tolist() == [0.25] * 4
+    # thresholds: c / sqrt(beta), capped at pi / (2 d)
+    assert np.allclose(tk.cluster_threshold([0.01, 4.0], 2), [math.pi / 4, 0.25])
+
+
+def test_stopping_rule_and_freezing():
+    """A system already at a stationary point stops after `window` snapshots; a moving one does not."""
+    g = torch.Generator().manual_seed(6)
+    s = tk.TokenSystem.grid([1.0, 1.0], sign=1)
+    X0 = tk.uniform_sphere(2, 30, 2, generator=g)
+    X0[0] = X0[0, :1].expand(30, 2)  # all tokens at one point: a Dirac mass, stationary
+    run = tk.simulate(X0, s, dt=0.05, max_steps=200, snapshot_every=10, window=5, progress=False)
+    assert run.converged.tolist() == [True, False] or (run.converged[0] and run.stop_step[1] > run.stop_step[0])
+    assert run.stop_step[0] == 40  # snapshots at 0, 10, 20, 30, 40: five equal counts
+    assert torch.equal(run.X[0], X0[0])
+    assert run.counts[0, 0] == 1
+
+
+def test_bad_inputs():
+    s = tk.TokenSystem.grid([1.0])
+    X = tk.uniform_sphere(1, 5, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="X"):
+        tk.velocity(2 * X, s)
+    with pytest.raises(ValueError, match="X"):
+        tk.velocity(X.repeat(2, 1, 1), s)
+    with pytest.raises(ValueError, match="beta"):
+        tk.TokenSystem.grid([0.0])
+    with pytest.raises(ValueError, match="perceptron"):
+        tk.TokenSystem.grid([1.0], mlp=True)
+    with pytest.raises(ValueError, match="dt"):
+        tk.step(X, s, -0.1)
+    with pytest.raises(ValueError, match="method"):
+        tk.step(X, s, 0.1, "midpoint")
+    with pytest.raises(ValueError, match="directions"):
+        tk.Perceptron(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="perceptron"):
+        per = tk.Perceptron.sample(2, generator=torch.Generator().manual_seed(0))
+        tk.velocity(X, tk.TokenSystem.grid([1.0], mlp=True, perceptron=per))
