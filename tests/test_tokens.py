@@ -114,6 +114,9 @@ def test_cluster_counting_on_constructed_configurations():
     chain = _clusters_on_circle([0.08 * k for k in range(12)], [1] * 12, 0.0, g)
     assert tk.cluster_labels(chain[None], [0.1])[1].tolist() == [1]
     assert tk.cluster_labels(chain[None], [0.05])[1].tolist() == [12]
+    # anchored chaining (the public code's circle rule) agrees on atoms and chops the chain into arcs
+    assert tk.anchored_counts(A[None], [0.1]).tolist() == [3]
+    assert tk.anchored_counts(chain[None], [0.1]).tolist() == [6]  # arcs of two: 0.08 <= 0.1 < 0.16
     # on S^2: four tight groups at the vertices of a tetrahedron, batched with a uniform cloud
     V = torch.tensor([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=torch.float64) / math.sqrt(3)
     P = (V.repeat_interleave(5, 0) + 0.01 * torch.randn(20, 3, generator=g, dtype=torch.float64))

@@ -42,7 +42,7 @@ from ._progress import progress_bar
 from .activations import get_activation
 
 __all__ = ["Perceptron", "TokenSystem", "uniform_sphere", "velocity", "energy", "step", "cluster_threshold",
-           "cluster_labels", "cluster_masses", "TokenRun", "simulate"]
+           "cluster_labels", "anchored_counts", "cluster_masses", "TokenRun", "simulate"]
 
 
 # ----------------------------------------------------------------------------- perceptron
@@ -278,6 +278,32 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
         k, lab = connected_components(adj[b].numpy(), directed=False)
         labels[b], counts[b] = torch.from_numpy(lab), k
     return labels, counts
+
+
+def anchored_counts(X: torch.Tensor, threshold) -> np.ndarray:
+    """Cluster counts on the circle by anchored chaining, the rule of the companion paper's public code:
+    cut the circle at its widest gap, walk the sorted angles, and start a new cluster whenever a token is
+    farther than ``threshold`` from the *first* token of the current one. Unlike single linkage it chops a
+    diffuse arc into pieces of length ``threshold``; on atomic configurations the two agree. (B,) counts.
+    """
+    check_tensor(X, "X", ndim=3)
+    if X.shape[2] != 2:
+        raise ValueError("X: anchored chaining is defined on the circle (d = 2) only")
+    B = X.shape[0]
+    thr = np.broadcast_to(np.asarray(threshold, dtype=float), (B,))
+    ang = np.sort(np.arctan2(X[..., 1].cpu().numpy(), X[..., 0].cpu().numpy()), axis=1)
+    out = np.empty(B, dtype=int)
+    for b in range(B):  # once per system, at the end of a run
+        a = ang[b]
+        gaps = np.diff(np.append(a, a[0] + 2 * np.pi))
+        a = np.roll(a, -(int(np.argmax(gaps)) + 1))
+        a = np.unwrap(a)
+        k, first = 1, a[0]
+        for x in a[1:]:
+            if x - first > thr[b]:
+                k, first = k + 1, x
+        out[b] = k
+    return out
 
 
 def _compact(labels):
