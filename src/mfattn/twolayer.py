@@ -27,14 +27,10 @@ import torch
 
 from ._checks import check_dim, check_generator, check_positive, check_tensor
 from .activations import get_activation
+from .model import _blocks
 from .particles import ParticleModel
 
 __all__ = ["RegressionData", "TwoLayerModel", "teacher_regression"]
-
-
-def _blocks(n: int, size: int):
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
 
 
 @dataclass(frozen=True)
