@@ -130,6 +130,14 @@ def test_boundary_optimum_satisfies_the_support_condition():
     assert c.lower > T.optimal_risk + 1e-3  # K excludes the teacher: strictly worse than the entropy
     torch.testing.assert_close(ball.norm(opt.heads), torch.full_like(opt.weights, ball.radius), rtol=1e-9, atol=0)
     assert float((c.phi_support - c.phi_min).abs().max()) < 1e-5 and c.phi_min < 0
+    # the support is the same measure: logits within the dropped mass, every kept weight >= weight_tol
+    sh, sw = opt.support_heads, opt.support_weights
+    assert sh.shape[0] <= opt.heads.shape[0] and bool((sw >= 1e-6).all())
+    assert abs(float(sw.sum()) - 1) < 1e-14
+    dropped = float(opt.weights[opt.weights < 1e-6].sum())
+    scale = float(T.model.features(T.data.X, opt.heads).flatten(1).norm(dim=1).max())
+    err = float((T.model.logits(T.data.X, sh, sw) - T.model.logits(T.data.X, opt.heads, opt.weights)).abs().max())
+    assert err <= 2 * (dropped + 1e-4) * scale + 1e-12
 
 
 def test_round_measure_and_sample_measure():
@@ -219,3 +227,54 @@ def test_bad_arguments_name_themselves(problem):
         finite_head_optimum(model, data, 2, Ball(1.0), generator=g, init_scale=2.0)
     with pytest.raises(ValueError, match="N_grid"):
         iid_construction(model, data, heads, w, [0, 2], n_draws=3, generator=g)
+
+
+def test_consolidate_merges_orbit_twins_and_drops_negligible_atoms():
+    """Oracle: the head's symmetry (stability.group_action) moves an atom along its orbit without changing
+    its feature, so a measure that splits one atom's weight between two orbit points is the same measure.
+    consolidate must merge them, drop atoms of negligible weight, and leave the logits (8) unchanged."""
+    from mfattn.stability import group_action
+    from mfattn.static import consolidate
+
+    model, data, heads, w, g = make_problem(N=4)
+    d_k = model.d_k
+    G = torch.linalg.qr(torch.randn(d_k, d_k, generator=g, dtype=torch.float64))[0] * 1.7  # not orthogonal
+    M = torch.randn(d_k, d_k, generator=g, dtype=torch.float64) + 3 * torch.eye(d_k, dtype=torch.float64)
+    twin = group_action(model, heads[1], G, M)
+    assert float((twin - heads[1]).norm()) > 0.1 * float(heads[1].norm())  # a different point of the orbit
+    stray = torch.randn(1, model.d_omega, generator=g, dtype=torch.float64)
+    split = torch.cat([heads, twin[None], stray])
+    ws = torch.cat([w, torch.zeros(2, dtype=torch.float64)])
+    ws[1], ws[4], ws[5] = 0.4 * w[1], 0.6 * w[1], 1e-9
+    ws = ws / ws.sum()
+    h2, w2 = consolidate(model, data.X, split, ws, weight_tol=1e-6, merge_tol=1e-6)
+    assert h2.shape[0] == 4 and abs(float(w2.sum()) - 1) < 1e-15
+    # the merged measure is the original one: same weights per distinct feature, same logits
+    F = model.features(data.X, heads).flatten(1)
+    F2 = model.features(data.X, h2).flatten(1)
+    match = torch.cdist(F2, F).argmin(1)
+    assert sorted(match.tolist()) == [0, 1, 2, 3]
+    torch.testing.assert_close(w2, w[match], rtol=2e-9, atol=0)
+    torch.testing.assert_close(model.logits(data.X, h2, w2), model.logits(data.X, heads, w), rtol=1e-8, atol=1e-12)
+    # distinct features stay distinct, and nothing is dropped at weight_tol = 0
+    h3, w3 = consolidate(model, data.X, split, ws, weight_tol=0.0, merge_tol=1e-6)
+    assert h3.shape[0] == 5
+    with pytest.raises(ValueError, match="weight_tol"):
+        consolidate(model, data.X, split, ws, weight_tol=1.0)
+    with pytest.raises(ValueError, match="merge_tol"):
+        consolidate(model, data.X, split, ws, merge_tol=-1.0)
+
+
+def test_count_within_counts_starts_by_their_distance_to_the_best(teacher):
+    T, ball = teacher
+    extra = 0.5 * ball.sample_sphere(5, T.model.d_omega, generator=torch.Generator().manual_seed(1))
+    mn = minimize_first_variation(T.model, T.data, T.teacher_heads[:1], None, ball,
+                                  generator=torch.Generator().manual_seed(0), n_starts=16, starts=extra, iters=50)
+    assert (mn.n_random, mn.n_starts) == (16, 21)
+    d = (mn.values - mn.value) / max(1.0, abs(mn.value))
+    for tol in (1e-12, 1e-6, 1e-3, 1.0):
+        assert mn.count_within(tol) == int((d <= tol).sum())
+        assert mn.count_within(tol, random_only=True) == int((d[:16] <= tol).sum())
+    assert mn.count_within(1e-6) == mn.n_agree  # the default agree_tol
+    with pytest.raises(ValueError, match="rel_tol"):
+        mn.count_within(0.0)

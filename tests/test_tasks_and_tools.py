@@ -169,3 +169,23 @@ def test_asymptotic_order_sees_through_higher_order_terms():
     assert not asymptotic_order(h, noisy).contains(3.0)
     with pytest.raises(ValueError, match="^err"):
         asymptotic_order(h, errs[:, :-1])
+
+
+def test_fmt_prints_what_the_run_determines():
+    from mfattn.book import fmt
+
+    assert fmt(1.2345e-3) == "1.23e-03" and fmt(-2.5, sig=2) == "-2.5e+00"
+    # rounding-level values print alike whatever their digits, and keep their sign
+    assert fmt(1.1e-16, floor=1e-8) == fmt(0.0, floor=1e-8) == fmt(4.3e-10, floor=1e-8) == "<1e-08"
+    assert fmt(-3e-12, floor=1e-10) == ">-1e-10"
+    assert fmt(2e-8, floor=1e-8) == "2.00e-08"  # at or above the floor: the digits
+    # sig=0: the nearest power of ten
+    assert fmt(1.09e-6, sig=0) == fmt(1.31e-6, sig=0) == "~1e-06"
+    assert fmt(-4e-3, sig=0) == "-~1e-02" and fmt(0.0, sig=0) == "0"
+    assert fmt(float("nan")) == "nan"
+    with pytest.raises(ValueError, match="sig"):
+        fmt(1.0, sig=-1)
+    with pytest.raises(ValueError, match="floor"):
+        fmt(1.0, floor=-1.0)
+    v = check_at_most("x", -2.4e-6, 0.0, floor=1e-5)
+    assert v.passed and "measured >-1e-05 |" in v.line()

@@ -42,9 +42,29 @@ def pick_device(device: str = "auto") -> torch.device:
         raise ValueError(f"device: {device!r} is not a device ({e})") from None
 
 
-def fmt(x: float) -> str:
-    """Scientific notation with three significant digits (the nbval sanitiser keeps two)."""
-    return f"{x:.2e}" if math.isfinite(x) else str(x)
+def fmt(x: float, sig: int = 3, floor: float = 0.0) -> str:
+    """``x`` printed to the precision a run determines, the same on every machine.
+
+    ``sig`` significant digits in scientific notation (the nbval sanitiser compares two of the
+    default three); ``sig=0`` prints only the nearest power of ten, ``~1e-06``, for a figure whose
+    digits depend on floating-point rounding (the floor of a local solve, a chaotic search) while
+    its size does not. A value with ``|x| < floor`` prints as ``<FLOOR`` (``>-FLOOR`` when negative):
+    rounding-level figures (float64 identities, a norm at 1e-16 on one CPU and 0 on another) and the
+    floors of local solves then print alike everywhere.
+    """
+    if not isinstance(sig, int) or sig < 0:
+        raise ValueError(f"sig: expected a non-negative integer, got {sig!r}")
+    if not math.isfinite(floor) or floor < 0:
+        raise ValueError(f"floor: expected a finite non-negative number, got {floor!r}")
+    if not math.isfinite(x):
+        return str(x)
+    if abs(x) < floor:
+        return f">-{floor:.0e}" if x < 0 else f"<{floor:.0e}"
+    if sig == 0:
+        if x == 0:
+            return "0"
+        return f"{'-' if x < 0 else ''}~1e{round(math.log10(abs(x))):+03d}"
+    return f"{x:.{sig - 1}e}"
 
 
 @dataclass(frozen=True)
@@ -54,24 +74,31 @@ class Verdict:
     predicted: str  # the paper's prediction, as text (a value, a bound, an interval)
     tolerance: str  # the tolerance and where it comes from
     passed: bool
+    sig: int = 3  # significant digits of the measured value the run determines (see fmt)
+    floor: float = 0.0  # measured values below this in size are rounding and print as <floor
 
     def line(self) -> str:
         return (
             f"[{'PASS' if self.passed else 'FAIL'}] {self.claim}\n"
-            f"       measured {fmt(self.measured)} | predicted {self.predicted} | tolerance {self.tolerance}"
+            f"       measured {fmt(self.measured, self.sig, self.floor)} | predicted {self.predicted} | "
+            f"tolerance {self.tolerance}"
         )
 
 
-def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "") -> Verdict:
-    """PASS when ``|measured - predicted| <= tol``."""
+def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "", *, sig: int = 3,
+                floor: float = 0.0) -> Verdict:
+    """PASS when ``|measured - predicted| <= tol``. ``sig`` and ``floor`` say how precisely the run
+    determines ``measured`` (see :func:`fmt`); they change the printout, never the decision."""
     ok = math.isfinite(measured) and abs(measured - predicted) <= tol
-    return Verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""), ok)
+    return Verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""), ok, sig, floor)
 
 
-def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "") -> Verdict:
-    """PASS when ``measured <= bound + tol``."""
+def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "", *, sig: int = 3,
+                  floor: float = 0.0) -> Verdict:
+    """PASS when ``measured <= bound + tol`` (``sig``, ``floor``: as for :func:`check_close`)."""
     ok = math.isfinite(measured) and measured <= bound + tol
-    return Verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok)
+    return Verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok, sig,
+                   floor)
 
 
 def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=None, hi_open: bool = False,

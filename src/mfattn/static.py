@@ -54,6 +54,7 @@ __all__ = [
     "minimize_first_variation",
     "certificate",
     "mean_field_optimum",
+    "consolidate",
     "finite_head_optimum",
     "round_measure",
     "sample_measure",
@@ -127,6 +128,21 @@ class PhiMinimum(NamedTuple):
     n_agree: int  # starts whose final value is within agree_tol (relative) of the best
     n_starts: int
     residual: float  # largest projected-gradient step |omega - P(omega - grad)| over the agreeing starts
+    n_random: int  # the first n_random starts are the random points on the sphere; then the given ones
+
+    def count_within(self, rel_tol: float, *, random_only: bool = False) -> int:
+        """Starts whose final value lies within ``rel_tol * max(1, |best|)`` of the best; with
+        ``random_only``, among the ``n_random`` random starts only (the given starts, such as the
+        atoms of a solver's measure, vary in number with the solver's path).
+
+        The descent stops after a fixed number of steps, so the starts in the best basin end at
+        distances from the best value that spread continuously over several decades (about 1e-10
+        to 1e-4 on chapter 03's problems); a count at a tolerance inside that spread depends on
+        floating-point rounding. A tolerance above it (chapter 03 uses 1e-3) counts the basin.
+        """
+        check_positive(rel_tol, "rel_tol")
+        values = self.values[: self.n_random] if random_only else self.values
+        return int(((values - self.value) <= rel_tol * max(1.0, abs(self.value))).sum())
 
 
 def _descend_phi(model: HeadModel, X, G, q, ball: Ball, iters: int, progress: bool):
@@ -190,7 +206,8 @@ def minimize_first_variation(
     vbest = float(phi[best])
     agree = (phi - vbest) <= agree_tol * max(1.0, abs(vbest))
     res = (q - ball.project(q - g)).norm(dim=1)
-    return PhiMinimum(q[best].clone(), vbest, q, phi, int(agree.sum()), q.shape[0], float(res[agree].max()))
+    return PhiMinimum(q[best].clone(), vbest, q, phi, int(agree.sum()), q.shape[0], float(res[agree].max()),
+                      n_starts)
 
 
 # ---------------------------------------------------------------- the certificate (bracket)
@@ -317,6 +334,8 @@ class MeanFieldOptimum:
     certificate: Certificate
     upper: list  # E(rho) after each outer iteration
     gap: list  # the certificate's gap after each outer iteration
+    support_heads: torch.Tensor  # (m', d_omega) the atoms that carry weight (see mean_field_optimum)
+    support_weights: torch.Tensor  # (m',) their weights, summing to one
 
     @property
     def bracket(self) -> tuple[float, float]:
@@ -341,6 +360,8 @@ def mean_field_optimum(
     stall: float = 0.9,
     vertices: int = 4,
     final_starts: int | None = None,
+    weight_tol: float = 1e-6,
+    merge_tol: float = 1e-4,
     progress: bool = True,
 ) -> MeanFieldOptimum:
     r"""A minimiser of the risk (10) over ``P(K)``, with the bracket of :func:`certificate`.
@@ -354,9 +375,23 @@ def mean_field_optimum(
     zero weight. Atoms whose weight falls to zero are dropped. It stops early when the gap fails to
     shrink by the factor ``stall`` while the risk drops by less than ``1e-3`` times the gap: the
     local solve has then reached its floor (an interior optimum has ``Phi = 0`` on ``K``, and its
-    gap is of the order of the residual, not of its square). The returned certificate is recomputed with ``final_starts`` fresh starts (default
-    ``4 * n_starts``). Because the risk is convex in rho, a vanishing gap certifies a global
+    gap is of the order of the residual, not of its square). A gap below ``tol`` is confirmed with
+    ``final_starts`` fresh starts (default ``4 * n_starts``) before the loop stops, and the returned
+    certificate is recomputed with as many. Because the risk is convex in rho, a vanishing gap certifies a global
     minimiser over ``P(K)`` (Theorem 4.3), whatever local solve produced it.
+
+    The measure found (``heads``, ``weights``) is the solver's: its certificate is exact, but its
+    atoms are those of the path the solver took, which depends on floating-point rounding. Vertices
+    added in a last iteration that the stopping rule runs on one CPU and not on another stay with
+    weights near 1e-9, and one atom can be split between two points of a symmetry orbit. The result
+    therefore also carries ``support_heads``, ``support_weights``: the same measure consolidated by
+    :func:`consolidate` (atoms of weight below ``weight_tol`` dropped, atoms whose features agree to
+    ``merge_tol`` merged), which is what the problem determines. Count atoms, and build
+    constructions that must not depend on the path (rounding, i.i.d. draws), on the support; the
+    dropped mass (at most ``weight_tol`` per atom) moves the risk by far less than the certificate.
+    Consolidating inside the loop would be wrong: a vertex close to an atom, with a small weight, is
+    how the corrective step moves that atom, and a local solve cannot restore what a drop of weight
+    1e-8 costs the first-order certificate.
     """
     ball = _check_ball(ball)
     check_generator(generator)
@@ -368,7 +403,16 @@ def mean_field_optimum(
     check_positive(tol, "tol", allow_zero=True)
     check_positive(stall, "stall")
     check_positive(vertices, "vertices", integer=True)
+    check_positive(weight_tol, "weight_tol", allow_zero=True)
+    check_positive(merge_tol, "merge_tol", allow_zero=True)
     X, Y = data.X, data.Y
+    if final_starts is not None:
+        check_positive(final_starts, "final_starts", integer=True)
+    n_final = final_starts if final_starts is not None else 4 * n_starts
+    # the final search draws its starts from a seed fixed now, so that they do not depend on how many
+    # iterations the loop runs (which can differ from one CPU to another in the last iteration)
+    final_seed = int(torch.randint(2**62, (1,), generator=generator))
+    final_gen = lambda: torch.Generator(device=generator.device).manual_seed(final_seed)
     if atoms0 is None:
         atoms = init_scale * ball.sample_sphere(n_atoms0, model.d_omega, generator=generator, dtype=model.dtype,
                                                 device=model.device)
@@ -385,6 +429,11 @@ def mean_field_optimum(
         atoms, w = atoms[keep], w[keep] / w[keep].sum()
         cert = certificate(model, data, atoms, w, ball, generator=generator, n_starts=n_starts, starts=warm,
                            iters=iters)
+        if cert.gap <= tol:
+            # confirm with the final search before stopping: the smaller search can miss a vertex
+            # by more than tol, and whether it does depends on rounding
+            cert = certificate(model, data, atoms, w, ball, generator=final_gen(), n_starts=n_final, starts=warm,
+                               iters=iters)
         uppers.append(cert.upper)
         gaps.append(cert.gap)
         bar.set_postfix(risk=f"{cert.upper:.8f}", gap=f"{cert.gap:.2e}", atoms=atoms.shape[0])
@@ -398,10 +447,52 @@ def mean_field_optimum(
         warm = cert.minimum.points[order]  # the best local minima seed the next inner search
     keep = w > 0
     atoms, w = atoms[keep], w[keep]
-    cert = certificate(model, data, atoms, w, ball, generator=generator,
-                       n_starts=final_starts if final_starts is not None else 4 * n_starts, starts=warm, iters=iters)
+    cert = certificate(model, data, atoms, w, ball, generator=final_gen(), n_starts=n_final, starts=warm, iters=iters)
     uppers[-1], gaps[-1] = cert.upper, cert.gap
-    return MeanFieldOptimum(atoms, w, cert, uppers, gaps)
+    s_heads, s_weights = consolidate(model, X, atoms, w, weight_tol=weight_tol, merge_tol=merge_tol)
+    return MeanFieldOptimum(atoms, w, cert, uppers, gaps, s_heads, s_weights)
+
+
+def consolidate(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, *,
+                weight_tol: float = 1e-6, merge_tol: float = 1e-3) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The same measure ``sum_j w_j delta_{omega_j}`` on fewer atoms: drop atoms of weight below
+    ``weight_tol`` and merge atoms whose features ``psi(X; omega)`` (7) agree to ``merge_tol``.
+
+    Two atoms are merged when ``||psi_i - psi_j|| <= merge_tol * max_k ||psi_k||`` (norms over every
+    sequence, position and output). The logits (8), and so the risk (10) and ``Phi`` (11), depend on
+    the atoms only through their features, so a merge moves them by at most ``merge_tol`` times the
+    merged weight; the heavier atom stays, carrying both weights. Atoms are visited by decreasing
+    weight. Two points of one orbit of the head's symmetry (an orthogonal change of basis inside
+    ``W_Q, W_K`` or inside ``W_V, W_O`` keeps the norm) have equal features, so a solver can split one
+    atom of an optimum between them, and how it does depends on rounding; after this step the count
+    of atoms is the number of distinct features. Returns ``(heads, weights)``, the weights summing to one.
+
+    Used by :func:`mean_field_optimum` for the support of the measure it returns (chapter 03).
+    """
+    heads, weights = model._check_measure(heads, weights)
+    X = model._check_X(X)
+    check_positive(weight_tol, "weight_tol", allow_zero=True)
+    check_positive(merge_tol, "merge_tol", allow_zero=True)
+    if weight_tol >= 1:
+        raise ValueError(f"weight_tol: must be below 1, got {weight_tol}")
+    keep = weights >= weight_tol
+    keep[torch.argmax(weights)] = True
+    heads, weights = heads[keep], weights[keep]
+    order = torch.argsort(weights, descending=True, stable=True)
+    heads, weights = heads[order], weights[order].clone()
+    F = model.features(X, heads).reshape(heads.shape[0], -1)
+    scale = float(F.norm(dim=1).max())
+    D = torch.cdist(F, F)
+    kept = []
+    for j in range(heads.shape[0]):  # atoms of one measure, a handful: not a hot path
+        near = [k for k in kept if float(D[j, k]) <= merge_tol * scale]
+        if near:
+            weights[near[0]] += weights[j]
+        else:
+            kept.append(j)
+    idx = torch.tensor(kept, device=heads.device)
+    w = weights[idx]
+    return heads[idx], w / w.sum()
 
 
 # --------------------------------------------------------------- the finite-head optimum inf E_N
