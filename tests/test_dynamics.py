@@ -181,3 +181,29 @@ def test_sgd_records_dissipation_statistics_and_a_subsample(task):
     with pytest.raises(ValueError, match="^statistics"):
         sgd(task.model, task.data, h0, eps=0.1, T=0.2, record_every=0.2, statistics={"x": 1},
             generator=torch.Generator())
+
+
+def test_chaos_errors_against_the_tagged_characteristics(task):
+    """The discrepancies against the run's own tagged characteristics vanish at t = 0 (same draw), are
+    bounded by the mean pathwise error (every test function of (24) is 1-Lipschitz: the coupling bound),
+    and the risk discrepancy is |E_N(run) - E_N(tags)| computed directly."""
+    from mfattn.dynamics import chaos_errors
+
+    h0 = cloud(task, 6, 3)
+    P0 = cloud(task, 64, 4)
+    ref = reference_flow(task.model, task.data, P0, T=0.5, step=1 / 32, record_every=0.25, progress=False)
+    run = sgd(task.model, task.data, h0, eps=0.05, T=0.5, record_every=0.25, batch_size=2,
+              generator=torch.Generator().manual_seed(0), progress=False)
+    tags = ref.characteristics(h0)
+    g = torch.Generator().manual_seed(1)
+    dirs = torch.randn(5, task.model.d_omega, generator=g, dtype=torch.float64)
+    centers = torch.randn(3, task.model.d_omega, generator=g, dtype=torch.float64)
+    out = chaos_errors(run, tags, ref.population, ref.risk, dirs, centers, model=task.model, data=task.data)
+    assert out["d24_tags"][0] == 0.0 and out["d25_tags"][0] == 0.0
+    mean_e = (run.heads - tags).norm(dim=-1).mean(1)
+    assert all(d <= float(m) + 1e-12 for d, m in zip(out["d24_tags"], mean_e))
+    assert max(out["d24_tags"]) > 0
+    for j in range(len(out["d25_tags"])):
+        direct = abs(float(task.model.risk(task.data, run.heads[j])) - float(task.model.risk(task.data, tags[j])))
+        assert math.isclose(out["d25_tags"][j], direct, rel_tol=1e-12, abs_tol=1e-15)
+    assert "d25_tags" not in chaos_errors(run, tags, ref.population, ref.risk, dirs, centers)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mfattn import entropy
-from mfattn.book import Verdict, check_at_most, check_close, check_fit, check_within, report, resolve_profile
+from mfattn.book import (Verdict, all_passed, check_at_most, check_close, check_fit, check_fit_at_most, check_within,
+                         report, resolve_profile)
 from mfattn.fitting import loglog_fit
 from mfattn.smoothness import feature_derivative_sup
 from mfattn.tasks import _OTHER, _corpus, markov_task, teacher_task, text_task
@@ -100,18 +101,37 @@ def test_profiles_and_verdicts(capsys):
         resolve_profile(P, "huge")
     with pytest.raises(ValueError, match="^k"):
         resolve_profile(P, "ci", k=1)
-    assert check_close("a", 1.05, 1.0, 0.1).passed and not check_close("a", 1.2, 1.0, 0.1).passed
-    assert not check_close("a", float("nan"), 1.0, 0.1).passed
-    assert check_at_most("b", 0.5, 0.5).passed and not check_at_most("b", 0.51, 0.5, 0.005).passed
+    k = dict(kind="claim")
+    assert check_close("a", 1.05, 1.0, 0.1, **k).passed and not check_close("a", 1.2, 1.0, 0.1, **k).passed
+    assert not check_close("a", float("nan"), 1.0, 0.1, **k).passed
+    assert check_at_most("b", 0.5, 0.5, **k).passed and not check_at_most("b", 0.51, 0.5, 0.005, **k).passed
     fit = loglog_fit([1, 2, 4, 8], [1, 0.5, 0.25, 0.125])
-    assert check_fit("c", fit, -1.0).passed and not check_fit("c", fit, -0.5).passed
-    assert check_within("d", 0.7, 0.5, 1.0, interval=(0.6, 0.8)).passed
-    assert not check_within("d", 0.7, 0.5, 1.0, interval=(0.4, 0.8)).passed
-    assert not check_within("d", 1.0, 0.5, 1.0, hi_open=True).passed and check_within("d", 1.0, 0.5, 1.0).passed
-    assert report([check_close("a", 1.0, 1.0, 0.1)]) is True
-    assert report([check_close("a", 2.0, 1.0, 0.1)]) is False
+    assert check_fit("c", fit, -1.0, **k).passed and not check_fit("c", fit, -0.5, **k).passed
+    assert check_within("d", 0.7, 0.5, 1.0, interval=(0.6, 0.8), **k).passed
+    assert not check_within("d", 0.7, 0.5, 1.0, interval=(0.4, 0.8), **k).passed
+    assert not check_within("d", 1.0, 0.5, 1.0, hi_open=True, **k).passed and check_within("d", 1.0, 0.5, 1.0, **k).passed
+    assert not check_within("d", 0.5, 0.5, 1.0, lo_open=True, **k).passed
+    # a one-sided rate test fails only when the whole interval lies above the bound
+    noisy = loglog_fit([1, 2, 4, 8, 16], [1, 0.8, 0.45, 0.3, 0.2])
+    assert check_fit_at_most("e", noisy, -0.5, **k).passed
+    assert not check_fit_at_most("e", noisy, noisy.slope_lo - 0.01, **k).passed
+    v = check_fit_at_most("e", noisy, -0.5, **k)
+    assert v.measured == noisy.slope  # the fitted slope is what is printed, the interval is the tolerance
+    # every verdict has a kind, and the count separates evidence from checks
+    with pytest.raises(ValueError, match="^kind"):
+        check_close("a", 1.0, 1.0, 0.1)
+    with pytest.raises(ValueError, match="^kind"):
+        check_close("a", 1.0, 1.0, 0.1, kind="proof")
+    with pytest.raises(ValueError, match="^ref"):
+        check_close("a", 1.0, 1.0, 0.1, kind="claim", ref=("",))
+    vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", ref="Thm 4.1"), check_close("b", 2.0, 1.0, 0.1, kind="derived"),
+          check_close("c", 2.0, 1.0, 0.1, kind="hypothesis"), check_close("d", 1.0, 1.0, 0.1, kind="check")]
+    assert vs[0].ref == ("Thm 4.1",) and vs[0].record()["status"] == "PASS"
+    assert report(vs) is None and not all_passed(vs) and all_passed(vs[:1])
     out = capsys.readouterr().out
-    assert "[PASS] a" in out and "[FAIL] a" in out and "verdicts: 0 PASS, 1 FAIL" in out
+    assert "[PASS] (claim; Thm 4.1) a" in out and "[FAIL] (derived) b" in out
+    assert ("Evidence (claims and derived results): 1 PASS, 1 FAIL. Hypotheses (PASS: it holds): 0 PASS, 1 FAIL. "
+            "Checks (hold by construction): 1 PASS, 0 FAIL.") in out
 
 
 def test_directional_derivatives_match_finite_differences():
@@ -187,5 +207,5 @@ def test_fmt_prints_what_the_run_determines():
         fmt(1.0, sig=-1)
     with pytest.raises(ValueError, match="floor"):
         fmt(1.0, floor=-1.0)
-    v = check_at_most("x", -2.4e-6, 0.0, floor=1e-5)
+    v = check_at_most("x", -2.4e-6, 0.0, floor=1e-5, kind="check")
     assert v.passed and "measured >-1e-05 |" in v.line()

@@ -67,67 +67,158 @@ def fmt(x: float, sig: int = 3, floor: float = 0.0) -> str:
     return f"{x:.{sig - 1}e}"
 
 
+KINDS = {
+    "claim": "a statement of arXiv 2606.10469 (or of a companion text), tested where it could fail",
+    "derived": "a result this book derives in the chapter, tested where it could fail",
+    "hypothesis": "whether an assumption of the paper holds in this model (PASS: it holds)",
+    "check": "an identity or consistency check that holds by construction: useful, not evidence",
+}
+EVIDENCE = ("claim", "derived")  # the kinds that count as evidence about the paper
+
+
 @dataclass(frozen=True)
 class Verdict:
-    claim: str  # what is checked, with the paper's reference
+    """One verdict of a chapter: what was measured, what the paper (or the chapter) predicts, the
+    tolerance and where it comes from, PASS or FAIL, and what kind of evidence it is (:data:`KINDS`).
+
+    ``ref`` names the results it bears on, as the evidence map (:mod:`mfattn.evidence`) lists them:
+    ``"Thm 4.3"``, ``"Prop. 3.4"``, ``"Remark 6.7"``, ``"(15)"``, ``"Thm 6.6.2"`` (item 2), or a
+    companion text's result as ``"alvarezlopez2026perceptrons Thm 3.5"``.
+    """
+
+    claim: str  # what is checked, in words
     measured: float
-    predicted: str  # the paper's prediction, as text (a value, a bound, an interval)
+    predicted: str  # the prediction, as text (a value, a bound, an interval)
     tolerance: str  # the tolerance and where it comes from
     passed: bool
+    kind: str = ""  # one of KINDS
+    ref: tuple = ()  # the results it bears on
     sig: int = 3  # significant digits of the measured value the run determines (see fmt)
     floor: float = 0.0  # measured values below this in size are rounding and print as <floor
 
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: every verdict needs a kind, one of {sorted(KINDS)}; got {self.kind!r}")
+        ref = (self.ref,) if isinstance(self.ref, str) else tuple(self.ref)
+        if not all(isinstance(r, str) and r for r in ref):
+            raise ValueError(f"ref: expected result names such as 'Thm 4.3', got {self.ref!r}")
+        object.__setattr__(self, "ref", ref)
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
     def line(self) -> str:
+        refs = f"; {', '.join(self.ref)}" if self.ref else ""
         return (
-            f"[{'PASS' if self.passed else 'FAIL'}] {self.claim}\n"
+            f"[{self.status}] ({self.kind}{refs}) {self.claim}\n"
             f"       measured {fmt(self.measured, self.sig, self.floor)} | predicted {self.predicted} | "
             f"tolerance {self.tolerance}"
         )
 
+    def record(self) -> dict:
+        """The machine-readable form that :func:`report` stores with the executed notebook."""
+        return dict(kind=self.kind, ref=list(self.ref), claim=self.claim,
+                    measured=fmt(self.measured, self.sig, self.floor), predicted=self.predicted,
+                    tolerance=self.tolerance, status=self.status)
 
-def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "", *, sig: int = 3,
-                floor: float = 0.0) -> Verdict:
-    """PASS when ``|measured - predicted| <= tol``. ``sig`` and ``floor`` say how precisely the run
-    determines ``measured`` (see :func:`fmt`); they change the printout, never the decision."""
+
+def _verdict(claim, measured, predicted, tolerance, ok, kind, ref, sig=3, floor=0.0) -> Verdict:
+    return Verdict(claim, measured, predicted, tolerance, bool(ok), kind or "", ref, sig, floor)
+
+
+def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "", *, kind: str = None,
+                ref=(), sig: int = 3, floor: float = 0.0) -> Verdict:
+    """PASS when ``|measured - predicted| <= tol``. ``kind`` (required) and ``ref``: see
+    :class:`Verdict`. ``sig`` and ``floor`` say how precisely the run determines ``measured`` (see
+    :func:`fmt`); they change the printout, never the decision."""
     ok = math.isfinite(measured) and abs(measured - predicted) <= tol
-    return Verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""), ok, sig, floor)
+    return _verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""), ok, kind, ref,
+                    sig, floor)
 
 
-def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "", *, sig: int = 3,
-                  floor: float = 0.0) -> Verdict:
-    """PASS when ``measured <= bound + tol`` (``sig``, ``floor``: as for :func:`check_close`)."""
+def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "", *, kind: str = None,
+                  ref=(), sig: int = 3, floor: float = 0.0) -> Verdict:
+    """PASS when ``measured <= bound + tol`` (keywords: as for :func:`check_close`)."""
     ok = math.isfinite(measured) and measured <= bound + tol
-    return Verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok, sig,
-                   floor)
+    return _verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok, kind,
+                    ref, sig, floor)
 
 
 def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=None, hi_open: bool = False,
-                 why: str = "") -> Verdict:
-    """PASS when ``lo <= measured <= hi`` (``< hi`` with ``hi_open``); with ``interval = (a, b)``, a
-    confidence interval of the measurement, the whole interval must lie in the range."""
+                 lo_open: bool = False, why: str = "", kind: str = None, ref=(), sig: int = 3) -> Verdict:
+    """PASS when ``lo <= measured <= hi`` (``lo <``, ``< hi`` with ``lo_open``, ``hi_open``); with
+    ``interval = (a, b)``, a confidence interval of the measurement, the whole interval must lie in
+    the range."""
     a, b = (measured, measured) if interval is None else interval
-    ok = all(math.isfinite(x) for x in (measured, a, b)) and lo <= a and (b < hi if hi_open else b <= hi)
-    rng = f"[{fmt(lo)}, {fmt(hi)}{')' if hi_open else ']'}"
-    tol = "point value" if interval is None else f"interval [{fmt(a)}, {fmt(b)}]"
-    return Verdict(claim, measured, f"in {rng}", tol + (f" ({why})" if why else ""), ok)
+    ok = (all(math.isfinite(x) for x in (measured, a, b)) and (lo < a if lo_open else lo <= a)
+          and (b < hi if hi_open else b <= hi))
+    rng = f"{'(' if lo_open else '['}{fmt(lo)}, {fmt(hi)}{')' if hi_open else ']'}"
+    tol = "point value" if interval is None else f"interval [{fmt(a, sig)}, {fmt(b, sig)}]"
+    return _verdict(claim, measured, f"in {rng}", tol + (f" ({why})" if why else ""), ok, kind, ref, sig)
 
 
-def check_fit(claim: str, fit, predicted: float, why: str = "") -> Verdict:
+def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = None, ref=()) -> Verdict:
     """PASS when the interval of a fitted rate contains ``predicted``: the slope of a
-    :class:`~mfattn.fitting.LogLogFit` or the order of an :class:`~mfattn.fitting.OrderFit`."""
+    :class:`~mfattn.fitting.LogLogFit` or the order of an :class:`~mfattn.fitting.OrderFit`.
+    The measured value printed is the fitted rate itself, the interval goes in the tolerance."""
     if hasattr(fit, "slope"):
         value, lo, hi = fit.slope, fit.slope_lo, fit.slope_hi
     else:
         value, lo, hi = fit.order, fit.order_lo, fit.order_hi
     tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]" + (f" ({why})" if why else "")
-    return Verdict(claim, value, f"{predicted:+.3f}", tol, fit.contains(predicted))
+    return _verdict(claim, value, f"{predicted:+.3f}", tol, fit.contains(predicted), kind, ref)
 
 
-def report(verdicts) -> bool:
-    """Print every verdict and a closing count; return True when all passed."""
+def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str = None, ref=()) -> Verdict:
+    """One-sided test of a fitted rate against an upper *bound* of the paper: PASS unless the whole
+    interval lies above ``bound``, i.e. unless the data show a decay significantly slower than the
+    bound allows (a bound allows any faster decay). The measured value printed is the fitted rate."""
+    if hasattr(fit, "slope"):
+        value, lo, hi = fit.slope, fit.slope_lo, fit.slope_hi
+    else:
+        value, lo, hi = fit.order, fit.order_lo, fit.order_hi
+    tol = (f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]; PASS unless the whole CI lies above the bound"
+           + (f" ({why})" if why else ""))
+    return _verdict(claim, value, f"<= {bound:+.3f}", tol, math.isfinite(lo) and lo <= bound, kind, ref)
+
+
+def summary(verdicts) -> str:
+    """The closing count of a chapter: evidence (claims and derived results) apart from
+    hypotheses and checks."""
+    verdicts = list(verdicts)
+
+    def count(kinds):
+        vs = [v for v in verdicts if v.kind in kinds]
+        n_fail = sum(not v.passed for v in vs)
+        return f"{len(vs) - n_fail} PASS, {n_fail} FAIL"
+
+    return (f"verdicts: {len(verdicts)}. Evidence (claims and derived results): {count(EVIDENCE)}. "
+            f"Hypotheses (PASS: it holds): {count(('hypothesis',))}. Checks (hold by construction): "
+            f"{count(('check',))}.")
+
+
+def all_passed(verdicts) -> bool:
+    return all(v.passed for v in verdicts)
+
+
+def report(verdicts) -> None:
+    """Print every verdict and the chapter's count (:func:`summary`). Inside a notebook the count is
+    a display output that carries every verdict's :meth:`Verdict.record` in its metadata under
+    ``"mfattn"``; :mod:`mfattn.evidence` reads them from the committed notebooks (nbval compares the
+    text, never the metadata)."""
     verdicts = list(verdicts)
     for v in verdicts:
+        if not isinstance(v, Verdict):
+            raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
         print(v.line())
-    n_fail = sum(not v.passed for v in verdicts)
-    print(f"verdicts: {len(verdicts) - n_fail} PASS, {n_fail} FAIL")
-    return n_fail == 0
+    text = summary(verdicts)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
+        get_ipython = lambda: None
+    if get_ipython() is None:
+        print(text)
+        return
+    display({"text/plain": text}, raw=True, metadata={"mfattn": {"verdicts": [v.record() for v in verdicts]}})

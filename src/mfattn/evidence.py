@@ -1,0 +1,151 @@
+"""The evidence map: every numbered result of arXiv 2606.10469 beside the verdicts that bear on it.
+
+:func:`mfattn.book.report` stores every verdict's record (kind, the results it bears on, measured,
+predicted, tolerance, status) in the metadata of the chapter's executed notebook.
+:func:`collect` reads them back from the committed ``notebooks/*.ipynb``; :func:`table` lists, for
+every result in :data:`RESULTS`, the verdicts whose ``ref`` names it, or "not tested" with the
+reason. The book's page ``book/evidence.md`` is that table, built when the book is built; a test
+checks that every result appears on it and that its counts are the chapters' counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from .book import EVIDENCE, KINDS
+
+__all__ = ["RESULTS", "COMPANION", "collect", "table", "counts", "markdown"]
+
+# (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it)
+RESULTS = [
+    ("Lemma 2.1", "the softmax is 1/2-Lipschitz", ""),
+    ("Prop. 3.4", "attention features are smooth, with polynomial constants, on balls", ""),
+    ("Remark 3.5", "the local constants grow with the radius; no global smoothness",
+     "no experiment yet; chapter 01 measures the growth of the constants, which is what the remark is about"),
+    ("Thm 4.1", "inf E_N - inf E <= C / sqrt(N) (14)", ""),
+    ("Remark 4.2", "comparison with the classical (square-loss) mean-field rate", ""),
+    ("Thm 4.3", "a measure is optimal iff its support minimises Phi over K (16)", ""),
+    ("Thm 5.2", "SGD heads follow the mean-field flow: N^-1/2, eps^1/2 and eps terms", ""),
+    ("Thm 6.1", "energy dissipation dE/dt = -I (38), (39)", ""),
+    ("Thm 6.3", "stationary solutions have grad Phi = 0 on their support", ""),
+    ("Thm 6.6.1", "E(rho_t) converges",
+     "no verdict: with soft labels the limit is H and chapter 04 shows E(rho_t) - H falling, but no verdict "
+     "tests existence of the limit as such"),
+    ("Thm 6.6.2", "I(rho_t) -> 0", ""),
+    ("Thm 6.6.3", "every W1 limit point is stationary",
+     "no experiment yet: it needs the limit points of a trajectory whose support still grows at the ci horizon"),
+    ("Thm 6.6.4", "the omega-limit set is nonempty, compact, connected, stationary",
+     "no experiment yet (same reason as item 3)"),
+    ("Thm 6.6.5", "convergence to a single stationary solution when the stationary set is totally disconnected",
+     "not testable as stated here: every stationary point lies on a continuous orbit of the head's symmetry "
+     "(chapter 05), so the stationary set is never totally disconnected in this parametrisation"),
+    ("Remark 6.7", "an inward-pointing field on a sphere confines the flow (precompactness)", ""),
+    ("Prop. 6.9", "compactly supported trajectories are precompact", "no experiment yet"),
+    ("Thm 6.10", "Kurdyka-Lojasiewicz rates for E(rho_t) - E_inf", ""),
+    ("Remark 6.11", "checkable sources of the KL inequality", "no experiment yet"),
+    ("Remark 6.12", "on the KL exponent", "no experiment yet"),
+    ("Remark 6.13", "comparison with finite-dimensional Lojasiewicz theory", "no experiment yet"),
+    ("Section 8", "convergence to minimisers: the stationary limit satisfies the support condition", ""),
+    ("Thm 7.1", "local Wasserstein exponential stability under strong monotonicity (45), (46)", ""),
+    ("Remark 7.2", "a checkable sufficient condition for strong monotonicity", "no experiment yet"),
+    ("Remark 7.3", "relation to contractivity of Wasserstein gradient flows", "no experiment yet"),
+    ("Remark 7.4", "Lions-lift interpretation of strong monotonicity", "no experiment yet"),
+    ("Thm 7.5", "Dirac stationarity and local stability under (52)", ""),
+    ("Remark 7.7", "H0 > 0 is sufficient, not necessary: translations feel H_tr = H0 + E[J'SJ] (59)", ""),
+    ("Thm 7.8", "translation instability when H_tr has a negative direction", ""),
+    ("(12)", "Phi is the first variation of E", ""),
+    ("(13)", "grad Phi, the drift of the flow", ""),
+    ("(15)", "the i.i.d. logit error is O(N^-1/2)", ""),
+    ("(17)", "the stochastic gradient G_i of one sequence", ""),
+    ("(18)", "G_i is unbiased, with variance O(1/S)", ""),
+    ("(24)", "test-function discrepancy between SGD and the flow", ""),
+    ("(25)", "risk discrepancy between SGD and the flow", ""),
+    ("(36)", "the pathwise error e_i of the tagged characteristics", ""),
+    ("(39)", "the integrated energy identity", ""),
+    ("(42)", "the time change between learning-rate profiles", ""),
+    ("(45)", "strong monotonicity kappa", ""),
+    ("(46)", "the Gronwall bound on W2 under (45)", ""),
+    ("(50)", "H0, the Hessian of Phi at a Dirac stationary point", ""),
+    ("(51)", "Dirac stationarity", ""),
+    ("(52)", "H0 positive definite (Theorem 7.5's hypothesis)", ""),
+    ("(59)", "H_tr, the translation Hessian", ""),
+]
+
+# results of the companion texts that chapters test (not listed as results of 2606.10469)
+COMPANION = [
+    ("alvarezlopez2026perceptrons Thm 3.5", "with a perceptron, descent does not end in a single cluster"),
+    ("alvarezlopez2026perceptrons energy", "the token dynamics are gradient flows of the interaction energy"),
+    ("alvarezlopez2026perceptrons clustering", "without a perceptron, small beta ends in one cluster"),
+]
+
+KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION}
+
+
+def collect(root: Path | str | None = None) -> list[dict]:
+    """Every verdict record stored in the committed ``notebooks/*.ipynb`` under ``root`` (the
+    checkout; found from the current folder when omitted), each with its ``chapter``."""
+    if root is None:
+        from .cli import repo_root
+
+        root = repo_root()
+    out = []
+    for nb_path in sorted(Path(root, "notebooks").glob("*.ipynb")):
+        nb = json.loads(nb_path.read_text())
+        for cell in nb["cells"]:
+            for o in cell.get("outputs", []):
+                rec = o.get("metadata", {}).get("mfattn", {}).get("verdicts")
+                if rec is not None:
+                    out += [dict(r, chapter=nb_path.stem) for r in rec]
+    for r in out:
+        if r["kind"] not in KINDS:
+            raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} has kind {r['kind']!r}")
+        unknown = [x for x in r["ref"] if x not in KNOWN]
+        if unknown:
+            raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} cites {unknown}, not in mfattn.evidence.RESULTS")
+    return out
+
+
+def table(records: list[dict]) -> list[dict]:
+    """One row per result of :data:`RESULTS` and :data:`COMPANION`: its verdicts, or the reason it has none."""
+    rows = []
+    for name, what, *why in RESULTS + COMPANION:
+        vs = [r for r in records if name in r["ref"]]
+        rows.append(dict(result=name, what=what, verdicts=vs,
+                         reason=(why[0] if why and why[0] else "no verdict names it yet") if not vs else ""))
+    return rows
+
+
+def counts(records: list[dict]) -> dict:
+    """``{chapter: Counter((kind, status))}``."""
+    out: dict = {}
+    for r in records:
+        out.setdefault(r["chapter"], Counter())[(r["kind"], r["status"])] += 1
+    return out
+
+
+def _esc(s: str) -> str:
+    return s.replace("|", "\\|").replace("*", "\\*")
+
+
+def markdown(records: list[dict]) -> str:
+    """The evidence page's body (MyST markdown): the per-chapter counts and the map."""
+    lines = ["| chapter | claims and derived | hypotheses | checks |", "|---|---|---|---|"]
+    for ch, c in counts(records).items():
+        def cell(kinds):
+            p = sum(c[(k, "PASS")] for k in kinds)
+            f = sum(c[(k, "FAIL")] for k in kinds)
+            return f"{p} PASS, {f} FAIL"
+
+        lines.append(f"| [{ch}](../notebooks/{ch}.html) | {cell(EVIDENCE)} | {cell(('hypothesis',))} | "
+                     f"{cell(('check',))} |")
+    lines += ["", "| result | what it says | verdicts (kind, status, chapter) |", "|---|---|---|"]
+    for row in table(records):
+        if row["verdicts"]:
+            v = "<br>".join(f"**{r['status']}** {r['kind']}: {_esc(r['claim'])} ({r['chapter'][:2]})"
+                            for r in row["verdicts"])
+        else:
+            v = f"*not tested*: {_esc(row['reason'])}"
+        lines.append(f"| {row['result']} | {_esc(row['what'])} | {v} |")
+    return "\n".join(lines)

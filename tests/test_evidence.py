@@ -1,0 +1,74 @@
+"""The evidence map: every verdict of the committed chapters has a kind and cites known results; the
+generated page lists every result of the paper; its counts are the chapters' own counts."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mfattn.book import KINDS
+from mfattn.evidence import COMPANION, RESULTS, collect, counts, markdown, table
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def records():
+    return collect(ROOT)
+
+
+def test_every_chapter_stores_its_verdict_records(records):
+    assert {r["chapter"] for r in records} == set(CHAPTERS)
+    for r in records:
+        assert r["kind"] in KINDS and r["status"] in ("PASS", "FAIL")
+        assert set(r) >= {"kind", "ref", "claim", "measured", "predicted", "tolerance", "status", "chapter"}
+
+
+def test_counts_are_the_chapters_printed_counts(records):
+    """Each chapter prints its own count from the same verdicts; the map's counts must agree."""
+    c = counts(records)
+    for ch in CHAPTERS:
+        nb = json.loads((ROOT / "notebooks" / f"{ch}.ipynb").read_text())
+        text = "".join("".join(o.get("data", {}).get("text/plain", "")) for cell in nb["cells"]
+                       for o in cell.get("outputs", []) if "mfattn" in o.get("metadata", {}))
+        m = re.search(r"Evidence \(claims and derived results\): (\d+) PASS, (\d+) FAIL\. "
+                      r"Hypotheses \(PASS: it holds\): (\d+) PASS, (\d+) FAIL\. "
+                      r"Checks \(hold by construction\): (\d+) PASS, (\d+) FAIL", text)
+        assert m, ch
+        ev_p, ev_f, hy_p, hy_f, ck_p, ck_f = map(int, m.groups())
+        k = c[ch]
+        assert (k[("claim", "PASS")] + k[("derived", "PASS")], k[("claim", "FAIL")] + k[("derived", "FAIL")]) == (ev_p, ev_f)
+        assert (k[("hypothesis", "PASS")], k[("hypothesis", "FAIL")]) == (hy_p, hy_f)
+        assert (k[("check", "PASS")], k[("check", "FAIL")]) == (ck_p, ck_f)
+
+
+def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
+    page = markdown(records)
+    for name, *_ in RESULTS + COMPANION:
+        assert f"\n| {name} |" in page, name
+    for row in table(records):
+        assert row["verdicts"] or row["reason"], row["result"]
+    # the results this book tests
+    tested = {row["result"] for row in table(records) if row["verdicts"]}
+    assert {"Lemma 2.1", "Thm 4.1", "Thm 4.3", "Thm 5.2", "Thm 7.8", "(15)", "(36)"} <= tested
+
+
+def test_collect_rejects_unknown_kinds_and_references(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    rec = dict(kind="claim", ref=["Thm 99.9"], claim="x", measured="1", predicted="1", tolerance="0", status="PASS")
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/plain": "v"},
+                                                       "metadata": {"mfattn": {"verdicts": [rec]}}}]}]}
+    (tmp_path / "notebooks" / "99-x.ipynb").write_text(json.dumps(nb))
+    with pytest.raises(ValueError, match="Thm 99.9"):
+        collect(tmp_path)
+    rec.update(ref=["Thm 4.1"], kind="proof")
+    (tmp_path / "notebooks" / "99-x.ipynb").write_text(json.dumps(nb))
+    with pytest.raises(ValueError, match="proof"):
+        collect(tmp_path)
+
+
+def test_the_book_has_the_page():
+    assert "book/evidence" in (ROOT / "_toc.yml").read_text()
+    assert "markdown(collect())" in (ROOT / "book" / "evidence.md").read_text()
