@@ -138,7 +138,7 @@ def markdown(records: list[dict]) -> str:
             f = sum(c[(k, "FAIL")] for k in kinds)
             return f"{p} PASS, {f} FAIL"
 
-        lines.append(f"| [{ch}](../notebooks/{ch}.html) | {cell(EVIDENCE)} | {cell(('hypothesis',))} | "
+        lines.append(f"| [{ch}](../notebooks/{ch}.md) | {cell(EVIDENCE)} | {cell(('hypothesis',))} | "
                      f"{cell(('check',))} |")
     lines += ["", "| result | what it says | verdicts (kind, status, chapter) |", "|---|---|---|"]
     for row in table(records):
