@@ -158,14 +158,18 @@ def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=
     return _verdict(claim, measured, f"in {rng}", tol + (f" ({why})" if why else ""), ok, kind, ref, sig)
 
 
+def _rate(fit) -> tuple[float, float, float]:
+    """(rate, lower, upper): the slope of a LogLogFit or the order of an OrderFit, with its interval."""
+    if hasattr(fit, "slope"):
+        return fit.slope, fit.slope_lo, fit.slope_hi
+    return fit.order, fit.order_lo, fit.order_hi
+
+
 def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = None, ref=()) -> Verdict:
     """PASS when the interval of a fitted rate contains ``predicted``: the slope of a
     :class:`~mfattn.fitting.LogLogFit` or the order of an :class:`~mfattn.fitting.OrderFit`.
     The measured value printed is the fitted rate itself, the interval goes in the tolerance."""
-    if hasattr(fit, "slope"):
-        value, lo, hi = fit.slope, fit.slope_lo, fit.slope_hi
-    else:
-        value, lo, hi = fit.order, fit.order_lo, fit.order_hi
+    value, lo, hi = _rate(fit)
     tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]" + (f" ({why})" if why else "")
     return _verdict(claim, value, f"{predicted:+.3f}", tol, fit.contains(predicted), kind, ref)
 
@@ -174,10 +178,7 @@ def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str
     """One-sided test of a fitted rate against an upper *bound* of the paper: PASS unless the whole
     interval lies above ``bound``, i.e. unless the data show a decay significantly slower than the
     bound allows (a bound allows any faster decay). The measured value printed is the fitted rate."""
-    if hasattr(fit, "slope"):
-        value, lo, hi = fit.slope, fit.slope_lo, fit.slope_hi
-    else:
-        value, lo, hi = fit.order, fit.order_lo, fit.order_hi
+    value, lo, hi = _rate(fit)
     tol = (f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]; PASS unless the whole CI lies above the bound"
            + (f" ({why})" if why else ""))
     return _verdict(claim, value, f"<= {bound:+.3f}", tol, math.isfinite(lo) and lo <= bound, kind, ref)
