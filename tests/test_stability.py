@@ -72,6 +72,42 @@ def test_tangent_dimension(task):
     assert st.orbit_tangent(m, torch.zeros(m.d_omega, dtype=torch.float64)).dim == 0
 
 
+def test_canonical_point_is_one_point_per_orbit(task):
+    """Two points of one orbit (a random (G, M) apart) have the same canonical point; it has the same
+    features, it is balanced with diagonal Gram matrices, and canonicalising again changes nothing."""
+    m, X = task.model, task.data.X
+    g = torch.Generator().manual_seed(11)
+    w = rand_heads(m, 1, 12)[0]
+    G, M = (torch.eye(2, dtype=torch.float64) + 0.5 * torch.randn(2, 2, generator=g, dtype=torch.float64)
+            for _ in range(2))
+    moved = st.group_action(m, w, G, M)
+    c, c_moved = st.canonical_point(m, w), st.canonical_point(m, moved)
+    assert (moved - w).norm() > 0.1
+    assert torch.allclose(c, c_moved, rtol=0, atol=1e-10)
+    assert torch.allclose(m.features(X, c[None]), m.features(X, w[None]), rtol=1e-12, atol=1e-12)
+    Q, K, V, O = m.unpack(c)
+    for A, B in ((Q.T @ Q, K.T @ K), (V.T @ V, O @ O.T)):
+        assert torch.allclose(A, B, atol=1e-12)
+        assert torch.allclose(A, torch.diag(torch.diagonal(A)), atol=1e-12)
+    assert torch.allclose(st.canonical_point(m, c), c, atol=1e-12)
+    # batched: each row canonicalised on its own
+    both = st.canonical_point(m, torch.stack([w, moved]))
+    assert torch.allclose(both[0], both[1], atol=1e-10)
+
+
+def test_canonical_sign_and_named_tangent(task):
+    v = torch.tensor([0.3, -2.0, 1.0], dtype=torch.float64)
+    assert torch.equal(st.canonical_sign(v), -v) and torch.equal(st.canonical_sign(-v), -v)
+    m = task.model
+    w = rand_heads(m, 1, 13)[0]
+    t = st.named_tangent(m, w, 1, 0)
+    row = st.orbit_generators(m, w)[1 * m.d_k + 0]
+    assert torch.allclose(t, row / row.norm()) and abs(float(t.norm()) - 1) < 1e-12
+    assert float((st.orbit_tangent(m, w).complement @ t).norm()) < 1e-12  # in the tangent space
+    with pytest.raises(ValueError, match="a, b"):
+        st.named_tangent(m, w, 2, 0)
+
+
 def test_Phi_is_linear_in_W_V_and_in_W_O(task):
     """The V-V and O-O blocks of the Hessian of Phi(.; rho) vanish at any omega and rho, so no Hessian of
     the first variation is positive definite: hypothesis (52) fails at every Dirac point."""
