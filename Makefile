@@ -28,11 +28,14 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval-sanitize.cfg --
 # on a reader's CPU.
 ALT_PATH := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_ENABLE_INSTRUCTIONS=AVX2
 
-.PHONY: help venv test unit nbval nbval-alt book execute clean
+.PHONY: help venv test unit nbval nbval-alt book check-html execute clean
 help:
 	@echo "make book     build the book (executes every chapter, ci profile) into _build/html"
 	@echo "make test     unit and oracle tests, chapter sync check, nbval over the committed notebooks"
 	@echo "              on this CPU's kernels, then nbval again on another kernel path (make nbval-alt)"
+	@echo "make check-html  open every page of _build/html in headless Chromium (Debian's chromium package)"
+	@echo "              and fail on console errors, remote requests, unrendered math, images without alt"
+	@echo "              text or caption, anything wider than the text column (builds nothing)"
 	@echo "make execute  re-execute notebooks/*.md into the committed notebooks/*.ipynb (ci profile)"
 	@echo "make clean    remove _build and runs"
 
@@ -66,6 +69,10 @@ book: $(STAMP)
 	@mkdir -p $(STATE)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "open _build/html/index.html"
+
+check-html: $(STAMP)
+	@test -f _build/html/index.html || { echo "no _build/html: run make book first"; exit 1; }
+	$(BIN)/python -m mfattn check-html _build/html
 
 execute: $(STAMP)
 	@mkdir -p $(STATE)

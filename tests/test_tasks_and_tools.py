@@ -9,7 +9,7 @@ import torch
 
 from mfattn import entropy
 from mfattn.book import (Verdict, all_passed, check_at_most, check_close, check_fit, check_fit_at_most, check_within,
-                         report, resolve_profile)
+                         report, resolve_profile, show_config, verdict_table_html)
 from mfattn.fitting import loglog_fit
 from mfattn.smoothness import feature_derivative_sup
 from mfattn.tasks import _OTHER, _corpus, markov_task, teacher_task, text_task
@@ -132,6 +132,46 @@ def test_profiles_and_verdicts(capsys):
     assert "[PASS] (claim; Thm 4.1) a" in out and "[FAIL] (derived) b" in out
     assert ("Evidence (claims and derived results): 1 PASS, 1 FAIL. Hypotheses (PASS: it holds): 0 PASS, 1 FAIL. "
             "Checks (hold by construction): 1 PASS, 0 FAIL.") in out
+
+
+def test_verdict_table_and_config_table():
+    """The book's verdict table has one row per verdict with its status, kind, references and escaped
+    claim; PASS and FAIL rows are styled apart; the summary follows. The config table lists every
+    effective setting."""
+    from html.parser import HTMLParser
+
+    k = dict(kind="claim")
+    vs = [check_close("x < y & z", 1.0, 1.0, 0.1, ref="Thm 4.1", **k), check_close("b", 2.0, 1.0, 0.1, **k)]
+    page = verdict_table_html(vs)
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.text = [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr" and dict(attrs).get("class"):
+                self.rows.append(dict(attrs)["class"])
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    parser = Rows()
+    parser.feed(page)
+    assert parser.rows == ["mfattn-pass", "mfattn-fail"]
+    text = "".join(parser.text)
+    assert "x < y & z" in text and "claim; Thm 4.1" in text and "+-1.00e-01" in text
+    assert "x < y & z" not in page  # escaped in the markup
+    assert page.count("#e3f2e6") == 1 and page.count("#fde2e1") == 1  # PASS and FAIL look different
+    assert "1 PASS, 1 FAIL" in text
+    cfg = resolve_profile({"ci": dict(n=4, eps=1e-3)}, "ci", eps=2e-3)
+    import io
+    import contextlib
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        show_config(cfg)
+    assert buf.getvalue().strip() == "effective parameters: profile='ci', n=4, eps=0.002"
 
 
 def test_directional_derivatives_match_finite_differences():

@@ -336,7 +336,14 @@ def plot(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    from . import plotting
+
+    with matplotlib.rc_context(plotting.STYLE):
+        _plot(res, path, plotting, plt)
+
+
+def _plot(res: dict, path: Path, plotting, plt) -> None:
+    fig, (a, b) = plotting.panels(2, height=3.4)
     rows = res["rows"]
     for impl, style in zip(IMPLS, ("o-", "s--", "^:")):
         pts = [(r["N"], r[f"{impl}_grad_s"]) for r in rows if f"{impl}_grad_s" in r]
@@ -346,13 +353,13 @@ def plot(res: dict, path: Path) -> None:
         if pts:
             b.loglog(*zip(*pts), style, label=impl)
     b.loglog([r["N"] for r in rows], [r["heads_bytes"] for r in rows], "k-", lw=0.8, label="head storage")
-    a.set(xlabel="heads N", ylabel="seconds per full-gradient evaluation", title=f"time ({res['device']}, {res['dtype']})")
+    a.set(xlabel="heads N", ylabel="seconds per full gradient", title=f"time ({res['device']}, {res['dtype']})")
     b.set(xlabel="heads N", ylabel="bytes", title="peak working memory")
     for ax in (a, b):
-        ax.legend()
         ax.grid(True, which="major", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    handles, labels = b.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels))
+    fig.savefig(path, dpi=plotting.DPI)
     plt.close(fig)
 
 

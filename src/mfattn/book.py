@@ -9,6 +9,7 @@ that nbval compares them exactly.
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -203,17 +204,42 @@ def all_passed(verdicts) -> bool:
     return all(v.passed for v in verdicts)
 
 
-def report(verdicts) -> None:
-    """Print every verdict and the chapter's count (:func:`summary`). Inside a notebook the count is
-    a display output that carries every verdict's :meth:`Verdict.record` in its metadata under
-    ``"mfattn"``; :mod:`mfattn.evidence` reads them from the committed notebooks (nbval compares the
-    text, never the metadata)."""
-    verdicts = list(verdicts)
+_PASS_STYLE = "background:#e3f2e6;color:#14532d"
+_FAIL_STYLE = "background:#fde2e1;color:#8b1111"
+_CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:anywhere;border-top:1px solid #d0d7de"
+
+
+def _esc(text: str) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def verdict_table_html(verdicts) -> str:
+    """The verdicts as an HTML table (status, kind and results, claim, measured, predicted,
+    tolerance) that wraps to any column width; PASS and FAIL differ in colour and weight."""
+    rows = []
     for v in verdicts:
-        if not isinstance(v, Verdict):
-            raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
-        print(v.line())
-    text = summary(verdicts)
+        style = _PASS_STYLE if v.passed else _FAIL_STYLE
+        refs = f"; {_esc(', '.join(v.ref))}" if v.ref else ""
+        rows.append(
+            f'<tr class="mfattn-{v.status.lower()}">'
+            f'<td style="{_CELL}"><span class="mfattn-status" style="{style};font-weight:700;padding:1px 5px;'
+            f'border-radius:3px">{v.status}</span><br><small>{_esc(v.kind)}{refs}</small></td>'
+            f'<td style="{_CELL}">{_esc(v.claim)}</td>'
+            f'<td style="{_CELL}"><code>{_esc(fmt(v.measured, v.sig, v.floor))}</code></td>'
+            f'<td style="{_CELL}"><code>{_esc(v.predicted)}</code></td>'
+            f'<td style="{_CELL}"><small>{_esc(v.tolerance)}</small></td></tr>'
+        )
+    head = "".join(f'<th style="{_CELL};text-align:left">{h}</th>'
+                   for h in ("status", "claim", "measured", "predicted", "tolerance"))
+    cols = "".join(f'<col style="width:{w}%">' for w in (15, 37, 13, 14, 21))
+    return (f'<table class="mfattn-verdicts" style="width:100%;table-layout:fixed;border-collapse:collapse;'
+            f'font-size:0.85em"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>'
+            f'<p class="mfattn-summary"><strong>{_esc(summary(verdicts))}</strong></p>')
+
+
+def _display(text: str, html_text: str, metadata: dict | None = None) -> None:
+    """A rich output in a notebook (plain text and HTML), the plain text elsewhere."""
     try:
         from IPython import get_ipython
         from IPython.display import display
@@ -222,4 +248,37 @@ def report(verdicts) -> None:
     if get_ipython() is None:
         print(text)
         return
-    display({"text/plain": text}, raw=True, metadata={"mfattn": {"verdicts": [v.record() for v in verdicts]}})
+    display({"text/plain": text, "text/html": html_text}, raw=True, metadata=metadata or {})
+
+
+def report(verdicts) -> None:
+    """Show every verdict and the chapter's count (:func:`summary`): a table in the book
+    (:func:`verdict_table_html`), the same lines as plain text elsewhere. Inside a notebook the output
+    carries every verdict's :meth:`Verdict.record` in its metadata under ``"mfattn"``;
+    :mod:`mfattn.evidence` reads them from the committed notebooks (nbval compares the text and the
+    table, never the metadata)."""
+    verdicts = list(verdicts)
+    for v in verdicts:
+        if not isinstance(v, Verdict):
+            raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
+    text = "\n".join([v.line() for v in verdicts] + [summary(verdicts)])
+    _display(text, verdict_table_html(verdicts), {"mfattn": {"verdicts": [v.record() for v in verdicts]}})
+
+
+def show_config(cfg) -> None:
+    """The effective parameters of a run (a :func:`resolve_profile` namespace) as a small table:
+    every setting after the profile's defaults and the caller's overrides were applied."""
+    items = list(vars(cfg).items())
+    if not items:
+        raise ValueError("cfg: no settings to show")
+    text = "effective parameters: " + ", ".join(f"{k}={v!r}" for k, v in items)
+    cells = [f'<td style="padding:2px 8px"><code>{_esc(k)}</code></td>'
+             f'<td style="padding:2px 8px;overflow-wrap:anywhere">{_esc(repr(v))}</td>' for k, v in items]
+    if len(cells) % 2:
+        cells.append('<td></td><td></td>')
+    rows = "".join(f"<tr>{cells[i]}{cells[i + 1]}</tr>" for i in range(0, len(cells), 2))
+    html_text = (f'<table class="mfattn-config" style="font-size:0.85em;border-collapse:collapse;'
+                 f'table-layout:fixed;width:100%"><caption style="text-align:left">effective parameters of '
+                 f'this run (profile <code>{_esc(getattr(cfg, "profile", ""))}</code>)</caption>'
+                 f'<tbody>{rows}</tbody></table>')
+    _display(text, html_text)

@@ -1,6 +1,7 @@
 """Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill;
 ``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
-(:mod:`mfattn.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.bench`).
+(:mod:`mfattn.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.bench`);
+``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.checkhtml`).
 
 The chapter's jupytext MyST source ``notebooks/CHAPTER.md`` is converted to a notebook and
 executed with the given parameters. The executed copy goes to a fresh run folder
@@ -131,7 +132,15 @@ def main(argv=None) -> int:
 
     p_shard = sub.add_parser("shard", help="SGD or the reference flow with heads sharded over torchrun processes")
     distributed.add_arguments(p_shard)
+    p_html = sub.add_parser("check-html", help="open every page of the built book in headless Chromium and "
+                            "report faults (mfattn.checkhtml)")
+    p_html.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
+    p_html.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
     args = parser.parse_args(argv)
+    if args.command == "check-html":
+        from . import checkhtml
+
+        return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
     if args.command == "bench":
         bench.main(args)
         return 0

@@ -1,0 +1,240 @@
+"""Check the rendered book in a real browser: ``python -m mfattn check-html [_build/html]``
+(``make check-html``).
+
+Every page of the built site is served from a local HTTP server and opened in headless Chromium
+(Debian's package, ``/usr/bin/chromium``, driven through Playwright) at 1280 x 900 px. After the
+page and MathJax have finished, the checker fails on
+
+* ``console``: an error printed to the browser console, or an uncaught exception;
+* ``request``: a request to a URL that is not on this machine (the book must render offline);
+* ``math``: math left unrendered (a ``.math`` element without MathJax output, a MathJax error,
+  or ``$$``, ``\\(`` or ``\\[`` left in the text);
+* ``alt``: an image without alt text (missing, empty, or the image's file name);
+* ``caption``: an output image that is not in a ``<figure>`` with a non-empty caption;
+* ``width``: an element wider than the text column, or cut by its own scroll box (an output, a
+  table or an equation a reader would have to scroll sideways). Code *inputs* scroll like code in
+  any documentation and are not checked.
+
+It builds nothing: run ``make book`` first. This module is a tool for the book, not part of the
+engine; it imports Playwright only when called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import shutil
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+VIEWPORT = {"width": 1280, "height": 900}
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+
+# The in-page half of the checks. It returns a list of [kind, message].
+_PAGE_CHECKS = r"""
+async () => {
+  const faults = [];
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
+  }
+  const col = document.querySelector('article.bd-article') || document.querySelector('article')
+              || document.querySelector('main') || document.body;
+  if (!col) return faults;
+  const colRect = col.getBoundingClientRect();
+  const describe = el => {
+    let s = el.tagName.toLowerCase();
+    if (el.id) s += '#' + el.id;
+    if (el.classList.length) s += '.' + Array.from(el.classList).slice(0, 2).join('.');
+    const text = Array.from((el.innerText || el.textContent || '').trim().replace(/\s+/g, ' ')).slice(0, 60).join('');
+    return text ? `${s} "${text}"` : s;
+  };
+  // math
+  for (const m of col.querySelectorAll('.math')) {
+    if (!m.querySelector('mjx-container')) faults.push(['math', 'unrendered: ' + describe(m)]);
+  }
+  for (const e of col.querySelectorAll('mjx-merror, merror')) faults.push(['math', 'MathJax error: ' + describe(e)]);
+  for (const p of col.querySelectorAll('p, li, td, dd, h1, h2, h3, h4, figcaption')) {
+    if (p.closest('pre, code, .cell_input, .cell_output, .highlight')) continue;
+    let text = '';
+    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    if (/\$\$|\\\(|\\\[/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
+  }
+  // images
+  for (const img of col.querySelectorAll('img')) {
+    const alt = (img.getAttribute('alt') || '').trim();
+    const src = img.getAttribute('src') || '';
+    const file = src.split('/').pop();
+    if (!alt || alt === src || alt === file || /\.(png|jpe?g|svg|gif)$/i.test(alt)) {
+      faults.push(['alt', `image without alt text: ${src} (alt "${alt}")`]);
+    }
+    if (img.closest('.cell_output, .output')) {
+      const fig = img.closest('figure');
+      const cap = fig && fig.querySelector('figcaption');
+      if (!cap || !cap.innerText.trim()) faults.push(['caption', 'output figure without a caption: ' + src]);
+    }
+  }
+  // width: the outermost element that leaves the column, or that its own scroll box cuts
+  const flagged = [];
+  for (const el of col.querySelectorAll('*')) {
+    if (el.closest('.cell_input, script, style, noscript')) continue;
+    // MathJax's own parts (stretchy extenders clip by design): judge the equation as a whole
+    if (el.tagName.toLowerCase() !== 'mjx-container' && el.closest('mjx-container')) continue;
+    if (flagged.some(f => f.contains(el))) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) continue;
+    const st = getComputedStyle(el);
+    if (st.visibility === 'hidden' || st.position === 'fixed') continue;
+    if (r.right > colRect.right + 1 || r.left < colRect.left - 1) {
+      faults.push(['width', `${Math.round(r.width)} px wide, the column ${Math.round(colRect.width)} px: ` + describe(el)]);
+      flagged.push(el);
+      continue;
+    }
+    const clips = ['auto', 'scroll', 'hidden', 'clip'].includes(st.overflowX);
+    // an inline box has no client width of its own (0): only block-level scroll boxes can cut
+    if (clips && st.display !== 'inline' && el.scrollWidth > el.clientWidth + 1) {
+      faults.push(['width', `content ${el.scrollWidth} px cut to ${el.clientWidth} px: ` + describe(el)]);
+      flagged.push(el);
+    }
+  }
+  return faults;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Fault:
+    page: str
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.page}: [{self.kind}] {self.message}"
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # no access log on stderr
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):  # a page closed mid-transfer is not a fault
+        pass
+
+
+def _serve(root: Path):
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = _Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def find_chromium(explicit: str | None = None) -> str:
+    """The Chromium executable: ``explicit``, else Debian's ``/usr/bin/chromium``, else one on PATH."""
+    for c in ([explicit] if explicit else []) + list(CHROMIUM_CANDIDATES) + [shutil.which("chromium") or ""]:
+        if c and Path(c).is_file():
+            return c
+    raise SystemExit("check-html: no Chromium found; install Debian's package: apt-get install -y chromium")
+
+
+def pages(root: Path) -> list[Path]:
+    """Every HTML page of the built site (not the copies of sources and static assets)."""
+    skip = {"_static", "_sources", "_images", "_downloads", ".doctrees", "_panels_static"}
+    return sorted(p for p in root.rglob("*.html") if not (set(p.relative_to(root).parts[:-1]) & skip))
+
+
+def _on_console(found, aborted):
+    def handler(msg):
+        url = (msg.location or {}).get("url", "")
+        if msg.type == "error" and url in aborted and (msg.text or "").startswith("Failed to load resource"):
+            return  # the browser's echo of a request this checker blocked (reported as "request")
+        if msg.type == "error":
+            text = (msg.text or "").strip().splitlines()
+            found.append(("console", (text[0] if text else "(empty console error)")[:200]))
+    return handler
+
+
+def _on_pageerror(found):
+    def handler(exc):
+        found.append(("console", f"uncaught: {exc}"[:200]))
+    return handler
+
+
+def _on_route(found, aborted):
+    """Let local requests through; record and abort every other one (the book must render offline)."""
+    def handler(route, *_):
+        url = route.request.url
+        u = urlparse(url)
+        if u.scheme in ("data", "blob", "about") or u.hostname in ("127.0.0.1", "localhost"):
+            route.continue_()
+        else:
+            found.append(("request", url[:200]))
+            aborted.add(url)
+            route.abort()
+    return handler
+
+
+def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int = 300) -> list[Fault]:
+    """Open every page under ``root`` in headless Chromium and return the faults found (see the module
+    docstring); an empty list means every page passed."""
+    from playwright.sync_api import sync_playwright
+
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"root: {root} is not a folder (run `make book` first)")
+    files = pages(root)
+    if not files:
+        raise ValueError(f"root: no HTML pages under {root}")
+    server = _serve(root)
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    faults: list[Fault] = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=find_chromium(chromium),
+                                         args=["--no-sandbox", "--disable-gpu"])
+            context = browser.new_context(viewport=VIEWPORT)
+            for f in files:
+                rel = f.relative_to(root).as_posix()
+                page = context.new_page()
+                found: list[tuple[str, str]] = []
+
+                aborted: set[str] = set()
+                page.on("console", _on_console(found, aborted))
+                page.on("pageerror", _on_pageerror(found))
+                page.route("**/*", _on_route(found, aborted))
+                page.goto(base + rel, wait_until="load")
+                page.wait_for_timeout(settle_ms)
+                page.wait_for_load_state("load")  # a redirect page (index.html) has moved on by now
+                found.extend(tuple(x) for x in page.evaluate(_PAGE_CHECKS))
+                page.close()
+                faults.extend(Fault(rel, k, m.encode('utf-8', 'replace').decode('utf-8'))
+                              for k, m in dict.fromkeys(found))
+            browser.close()
+    finally:
+        server.shutdown()
+    return faults
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mfattn check-html", description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
+    ap.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    faults = check_site(root, chromium=args.chromium)
+    n = len(pages(root))
+    for f in faults:
+        print(f)
+    by_kind: dict[str, int] = {}
+    for f in faults:
+        by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) or "none"
+    print(f"check-html: {n} pages at {VIEWPORT['width']} px, faults: {summary}")
+    return 1 if faults else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

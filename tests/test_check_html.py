@@ -1,0 +1,81 @@
+"""The book checker (mfattn.checkhtml) catches each fault it is meant to catch, on a small page made
+to have exactly that fault, and passes a page that has none. Runs in headless Chromium; skipped
+where Chromium or Playwright is missing (`.ci/run` installs Chromium)."""
+
+import base64
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mfattn import checkhtml
+
+playwright = pytest.importorskip("playwright")
+if not any(Path(c).is_file() for c in checkhtml.CHROMIUM_CANDIDATES) and not shutil.which("chromium"):
+    pytest.skip("no Chromium (apt-get install -y chromium)", allow_module_level=True)
+
+# a 2 x 2 PNG
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg=="
+)
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>t</title>
+<link rel="icon" href="data:,"></head>
+<body><article class="bd-article" style="width:600px;margin:0 auto">{body}</article></body></html>"""
+
+CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
+<div class="cell_output"><figure><img src="a.png" alt="a red square on white">
+<figcaption>Figure 1: what to see.</figcaption></figure>
+<pre>a short printed line</pre></div>
+<table style="width:100%"><tr><td>a</td><td>b</td></tr></table>"""
+
+FAULTS = {
+    "console": "<p>text</p><script>console.error('boom')</script>",
+    "uncaught": "<p>text</p><script>undefinedFunction()</script>",
+    "request": '<p>text</p><img src="http://example.invalid/x.png" alt="remote picture">',
+    "math": '<div class="math notranslate nohighlight">\\[x^2\\]</div>',
+    "tex_in_text": "<p>the energy $$E = mc^2$$ left as TeX</p>",
+    "alt": '<div class="cell_output"><figure><img src="a.png"><figcaption>c</figcaption></figure></div>',
+    "alt_is_path": '<div class="cell_output"><figure><img src="a.png" alt="a.png"><figcaption>c</figcaption>'
+                   "</figure></div>",
+    "caption": '<div class="cell_output"><img src="a.png" alt="a red square"></div>',
+    "wide": '<div style="width:900px;height:10px"></div>',
+    "cut_output": '<div class="cell_output"><pre style="overflow-x:auto;white-space:pre">' + "x" * 400 + "</pre></div>",
+}
+EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "request", "math": "math",
+                 "tex_in_text": "math", "alt": "alt", "alt_is_path": "alt", "caption": "caption", "wide": "width",
+                 "cut_output": "width"}
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory):
+    site = tmp_path_factory.mktemp("site")
+    (site / "a.png").write_bytes(PNG)
+    (site / "clean.html").write_text(PAGE.format(body=CLEAN))
+    # code inputs scroll like code anywhere and are not judged
+    (site / "code_input.html").write_text(PAGE.format(
+        body='<div class="cell_input"><pre style="overflow-x:auto;white-space:pre">' + "y" * 400 + "</pre></div>"))
+    for name, body in FAULTS.items():
+        (site / f"{name}.html").write_text(PAGE.format(body=body))
+    found = checkhtml.check_site(site)
+    by_page = {}
+    for f in found:
+        by_page.setdefault(f.page, set()).add(f.kind)
+    return by_page
+
+
+def test_a_clean_page_passes(faults):
+    assert "clean.html" not in faults
+    assert "code_input.html" not in faults
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_each_fault_is_caught_and_named(faults, name):
+    assert faults.get(f"{name}.html") == {EXPECTED_KIND[name]}
+
+
+def test_bad_root(tmp_path):
+    with pytest.raises(ValueError, match="root"):
+        checkhtml.check_site(tmp_path / "missing")
+    with pytest.raises(ValueError, match="root: no HTML pages"):
+        checkhtml.check_site(tmp_path)
