@@ -1,5 +1,6 @@
 """The chapter pipeline: source/notebook sync, parameters cells, and the `run` command."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -76,6 +77,53 @@ def test_run_rejects_unknown_parameters_and_protects_committed_notebooks(tmp_pat
     assert res.returncode != 0 and "takes no" in res.stderr
     res = run_cli("run", "99-nothing")
     assert res.returncode != 0 and "chapters:" in res.stderr
+
+
+def test_run_errors_end_in_one_line_naming_the_cell_and_the_partial_notebook(tmp_path):
+    """A cell that fails (here: an unknown profile) ends the command with one line: the cell, the
+    exception's message (which names the parameter), the partial notebook; no papermill traceback."""
+    res = run_cli("run", "01", "-p", "profile", "nope", "--out", str(tmp_path), "--quiet")
+    assert res.returncode != 0
+    err = res.stderr.strip().splitlines()
+    assert "Traceback" not in res.stderr and len([ln for ln in err if ln.startswith("mfattn:")]) == 1
+    line = next(ln for ln in err if ln.startswith("mfattn:"))
+    assert "failed in cell [" in line and "profile: 'nope' is not one of" in line
+    assert str(tmp_path / "01-preliminaries.ipynb") in line and (tmp_path / "01-preliminaries.ipynb").exists()
+    import torch
+
+    if not torch.cuda.is_available():
+        res = run_cli("run", "01", "-p", "device", "cuda", "--out", str(tmp_path))
+        assert res.returncode != 0 and "no CUDA device" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.stem)
+def test_parameters_read_without_running_agree_with_papermill(md):
+    """mfattn.chapters reads names, defaults and comments as papermill's own parser does, and every
+    parameter left at None is set by every profile."""
+    import papermill as pm
+
+    from mfattn.chapters import parameter_rows, parameters, profiles
+
+    ours = parameters(md)
+    theirs = pm.inspect_notebook(str(md.with_suffix(".ipynb")))  # same cells as md (the sync test)
+    assert [p.name for p in ours] == list(theirs)
+    for p in ours:
+        assert p.default == ast.literal_eval(theirs[p.name]["default"])
+        assert p.comment and p.comment == theirs[p.name]["help"], f"{p.name}: no comment says what it is"
+    table = profiles(md)
+    assert set(table) == {"ci", "paper"}
+    for p in ours:
+        if p.default is None and p.name != "cache_dir":
+            assert all(p.name in v for v in table.values()), f"{p.name} is None and no profile sets it"
+    rows = parameter_rows(md)
+    assert [r["name"] for r in rows] == [p.name for p in ours]
+
+
+def test_params_command_prints_each_profile_value():
+    res = run_cli("params", "05")
+    assert res.returncode == 0, res.stderr
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("n_data "))
+    assert line.split()[1:3] == ["64", "256"] and "sequences of the teacher task" in line
 
 
 def test_list_names_the_chapters():

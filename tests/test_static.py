@@ -206,9 +206,9 @@ def test_feature_sup_lies_between_sampled_values_and_a_closed_form_bound(problem
 
 def test_fused_risk_grad_phi_equals_the_streamed_routines():
     model, data, heads, w, _ = make_problem(N=9)
-    risk, grad, phi = model._risk_grad_phi(data.X, data.Y, heads, w)
+    risk, grad, phi = model.risk_grad_phi(data.X, data.Y, heads, w)
     small = type(model)(model.W_out, model.d_k, chunk_size=2, sample_chunk=2)
-    r2, g2, p2 = small._risk_grad_phi(data.X, data.Y, heads, w)
+    r2, g2, p2 = small.risk_grad_phi(data.X, data.Y, heads, w)
     torch.testing.assert_close(risk, model.risk(data, heads, w), rtol=1e-13, atol=0)
     torch.testing.assert_close(grad, model.grad_first_variation(data, heads, heads, w), rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(phi, model.first_variation(data, heads, heads, w), rtol=1e-12, atol=1e-14)

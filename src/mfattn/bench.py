@@ -86,7 +86,7 @@ def naive_grad(model: HeadModel, X, Y, heads, weights):
 
 def engine_grad(model: HeadModel, X, Y, heads, weights):
     """The engine's hot path (no validation): the call SGD (19) and the characteristics (21) make."""
-    return model._grad_phi(X, Y, heads, weights)
+    return model.grad_phi(X, Y, heads, weights)
 
 
 GRADS = {"engine": engine_grad, "naive": naive_grad, "loop": loop_grad}

@@ -265,20 +265,53 @@ def report(verdicts) -> None:
     _display(text, verdict_table_html(verdicts), {"mfattn": {"verdicts": [v.record() for v in verdicts]}})
 
 
-def show_config(cfg) -> None:
+def show_config(cfg, source=None, values=None) -> None:
     """The effective parameters of a run (a :func:`resolve_profile` namespace) as a small table:
-    every setting after the profile's defaults and the caller's overrides were applied."""
+    every setting after the profile's defaults and the caller's overrides were applied.
+
+    With ``source`` (the chapter's ``.md``, e.g. ``"05-stability.md"``; chapters run in their own
+    folder) the table lists every parameter of the chapter's parameters cell with its value in this
+    run (from ``cfg``, else from ``values``, e.g. the notebook's ``globals()``), its value in each
+    profile and its comment (:func:`mfattn.chapters.parameter_rows`), as ``python -m mfattn params``
+    prints it."""
     items = list(vars(cfg).items())
     if not items:
         raise ValueError("cfg: no settings to show")
-    text = "effective parameters: " + ", ".join(f"{k}={v!r}" for k, v in items)
-    cells = [f'<td style="padding:2px 8px"><code>{_esc(k)}</code></td>'
-             f'<td style="padding:2px 8px;overflow-wrap:anywhere">{_esc(repr(v))}</td>' for k, v in items]
-    if len(cells) % 2:
-        cells.append('<td></td><td></td>')
-    rows = "".join(f"<tr>{cells[i]}{cells[i + 1]}</tr>" for i in range(0, len(cells), 2))
-    html_text = (f'<table class="mfattn-config" style="font-size:0.85em;border-collapse:collapse;'
-                 f'table-layout:fixed;width:100%"><caption style="text-align:left">effective parameters of '
-                 f'this run (profile <code>{_esc(getattr(cfg, "profile", ""))}</code>)</caption>'
-                 f'<tbody>{rows}</tbody></table>')
+    run = dict(values or {})
+    run.update(vars(cfg))
+    if source is None:
+        text = "effective parameters: " + ", ".join(f"{k}={v!r}" for k, v in items)
+        cells = [f'<td style="padding:2px 8px"><code>{_esc(k)}</code></td>'
+                 f'<td style="padding:2px 8px;overflow-wrap:anywhere">{_esc(repr(v))}</td>' for k, v in items]
+        if len(cells) % 2:
+            cells.append('<td></td><td></td>')
+        rows = "".join(f"<tr>{cells[i]}{cells[i + 1]}</tr>" for i in range(0, len(cells), 2))
+        html_text = (f'<table class="mfattn-config" style="font-size:0.85em;border-collapse:collapse;'
+                     f'table-layout:fixed;width:100%"><caption style="text-align:left">effective parameters of '
+                     f'this run (profile <code>{_esc(getattr(cfg, "profile", ""))}</code>)</caption>'
+                     f'<tbody>{rows}</tbody></table>')
+        _display(text, html_text)
+        return
+    from .chapters import parameter_rows
+
+    table = parameter_rows(source)
+    profs = [k for k in table[0] if k not in ("name", "comment")] if table else []
+    head = ["parameter", "this run", *profs, "meaning"]
+    body = [[r["name"], repr(run[r["name"]]) if r["name"] in run else "", *(repr(r[p]) for p in profs),
+             r["comment"]] for r in table]
+    text = "\n".join(["parameters (this run, then each profile's value):"]
+                      + [f"  {b[0]} = {b[1]}  [" + ", ".join(f"{p}: {v}" for p, v in zip(profs, b[2:-1])) + "]"
+                         for b in body])
+    cell = "padding:2px 6px;vertical-align:top;overflow-wrap:anywhere;border-top:1px solid #d0d7de"
+    ths = "".join(f'<th style="{cell};text-align:left">{_esc(h)}</th>' for h in head)
+    trs = "".join("<tr>" + f'<td style="{cell}"><code>{_esc(b[0])}</code></td>'
+                  + "".join(f'<td style="{cell}">{_esc(x)}</td>' for x in b[1:-1])
+                  + f'<td style="{cell}"><small>{_esc(b[-1])}</small></td></tr>' for b in body)
+    widths = [18, 14] + [14] * len(profs) + [100 - 32 - 14 * len(profs)]
+    cols = "".join(f'<col style="width:{w}%">' for w in widths)
+    html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;table-layout:fixed;'
+                 f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
+                 f'<code>{_esc(getattr(cfg, "profile", ""))}</code>) and each profile\'s values; '
+                 f'<code>python -m mfattn run CHAPTER -p NAME VALUE</code> sets one</caption><colgroup>{cols}'
+                 f'</colgroup><thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>')
     _display(text, html_text)

@@ -1,7 +1,8 @@
 """Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill;
 ``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
 (:mod:`mfattn.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.bench`);
-``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.checkhtml`).
+``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.checkhtml`);
+``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.chapters`).
 
 The chapter's jupytext MyST source ``notebooks/CHAPTER.md`` is converted to a notebook and
 executed with the given parameters. The executed copy goes to a fresh run folder
@@ -58,6 +59,20 @@ def strip_papermill(nb) -> None:
         cell.metadata.pop("execution", None)
 
 
+def print_params(src: Path) -> None:
+    """``python -m mfattn params CHAPTER``: each parameter, its value per profile, its meaning."""
+    from .chapters import parameter_rows
+
+    rows = parameter_rows(src)
+    profs = [k for k in rows[0] if k not in ("name", "comment")]
+    head = ["parameter", *profs, "meaning"]
+    body = [[r["name"], *(repr(r[p]) for p in profs), r["comment"]] for r in rows]
+    widths = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head) - 1)]
+    print(f"{src.stem}: set one with  python -m mfattn run {src.stem[:2]} -p NAME VALUE  (or --profile NAME)")
+    for line in [head] + body:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)) + "  " + str(line[-1]))
+
+
 def run(args) -> Path:
     import jupytext
     import nbformat
@@ -82,9 +97,17 @@ def run(args) -> Path:
     if target.resolve() == committed and not args.inplace:
         raise SystemExit(f"mfattn: {target} is the committed notebook; use --inplace to replace it")
 
+    if str(params.get("device", "")).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit(f"mfattn: device {params['device']!r}: no CUDA device is available here "
+                             "(use -p device cpu, or auto)")
     if args.inplace:
         # committed outputs are compared exactly by nbval: no progress bars (they write rates)
         os.environ["TQDM_DISABLE"] = "1"
+        # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
+        final, target = target, out_dir / f".{src.stem}.partial.ipynb"
     nb = jupytext.read(src)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source_nb = out_dir / f".{src.stem}.source.ipynb"
@@ -94,21 +117,31 @@ def run(args) -> Path:
         unknown = sorted(set(params) - set(known))
         if unknown:
             raise SystemExit(f"mfattn: unknown parameter(s) {unknown}; {src.stem} takes {sorted(known)}")
-        pm.execute_notebook(
-            str(source_nb),
-            str(target),
-            parameters=params,
-            kernel_name="python3",
-            cwd=str(src.parent),
-            progress_bar=not args.quiet,
-            execution_timeout=args.timeout,
-        )
+        try:
+            pm.execute_notebook(
+                str(source_nb),
+                str(target),
+                parameters=params,
+                kernel_name="python3",
+                cwd=str(src.parent),
+                progress_bar=not args.quiet,
+                execution_timeout=args.timeout,
+            )
+        except pm.PapermillExecutionError as e:
+            first = next((ln for ln in (e.source or "").splitlines() if ln.strip() and not ln.startswith(("#", ":"))),
+                         "")
+            raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
+                             f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
+        except KeyboardInterrupt:
+            raise SystemExit(f"mfattn: interrupted; the kernel is stopped; partial notebook: {target}") from None
     finally:
         source_nb.unlink(missing_ok=True)
     if args.inplace:
         executed = nbformat.read(target, as_version=4)
         strip_papermill(executed)
-        nbformat.write(executed, target)
+        nbformat.write(executed, final)
+        target.unlink()
+        target = final
     print(f"executed {src.name} -> {target}")
     return target
 
@@ -125,6 +158,8 @@ def main(argv=None) -> int:
     p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("list", help="list the chapters")
+    p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")
+    p_params.add_argument("chapter", help="chapter name or prefix, e.g. 05")
     from . import bench, distributed
 
     p_bench = sub.add_parser("bench", help="time and memory of the engine against a per-head loop and a naive batch")
@@ -146,6 +181,9 @@ def main(argv=None) -> int:
         return 0
     if args.command == "shard":
         distributed.run(args)
+        return 0
+    if args.command == "params":
+        print_params(find_chapter(repo_root(), args.chapter))
         return 0
     if args.command == "list":
         print("\n".join(chapters(repo_root())))

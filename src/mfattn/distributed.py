@@ -59,7 +59,7 @@ class ShardedHeadModel(HeadModel):
     def to(self, device=None, dtype=None) -> "ShardedHeadModel":
         return ShardedHeadModel.from_model(super().to(device=device, dtype=dtype), self.group)
 
-    def _reduce(self, t: torch.Tensor) -> torch.Tensor:
+    def reduce(self, t: torch.Tensor) -> torch.Tensor:
         t = t.clone()
         dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group)
         return t
@@ -69,7 +69,7 @@ class ShardedHeadModel(HeadModel):
         dist.all_reduce(n, group=self.group)
         return int(n)
 
-    def _check_weights(self, weights, heads):
+    def check_weights(self, weights, heads):
         if weights is None:
             N = self.total_heads(heads.shape[0])
             return torch.full((heads.shape[0],), 1.0 / N, dtype=heads.dtype, device=heads.device)
@@ -78,7 +78,7 @@ class ShardedHeadModel(HeadModel):
             raise ValueError(f"weights: {weights.shape[0]} weights for a shard of {heads.shape[0]} heads")
         if bool((weights < 0).any()):
             raise ValueError("weights: has negative entries")
-        total = float(self._reduce(weights.sum()))
+        total = float(self.reduce(weights.sum()))
         N = self.total_heads(heads.shape[0])
         if abs(total - 1) > simplex_tol(heads.dtype, N):
             raise ValueError(f"weights: must sum to one over the whole group, got {total:.17g}")

@@ -145,8 +145,8 @@ def _grid(T, record_every, step, name):
 def _check_start(model: ParticleModel, data, heads0, weights):
     if not isinstance(model, ParticleModel):
         raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
-    data = model._check_data(data)
-    heads0, weights = model._check_measure(heads0, weights, "heads0")
+    data = model.check_data(data)
+    heads0, weights = model.check_measure(heads0, weights, "heads0")
     return data, heads0, weights
 
 
@@ -194,7 +194,7 @@ def sgd(
 
     def record(heads):
         rec_heads.append(heads[:keep].clone())
-        r, i = model._risk_and_dissipation(X, Y, heads, weights, dissipation=dissipation)
+        r, i = model.risk_and_dissipation(X, Y, heads, weights, dissipation=dissipation)
         rec_risk.append(float(r))
         if dissipation:
             rec_diss.append(float(i))
@@ -212,7 +212,7 @@ def sgd(
                 idx = torch.randint(data.n, (batch_size,), generator=generator).to(X.device)
                 Xs, Ys = X[idx], Y[idx]
             # G_i = -grad Phi(omega_i; rho_k) on the drawn sequences, eq. (17)
-            heads = heads - (2 * eps * zeta(k * eps)) * model._grad_phi(Xs, Ys, heads, weights)
+            heads = heads - (2 * eps * zeta(k * eps)) * model.grad_phi(Xs, Ys, heads, weights)
             k += 1
         bar.update(per_record)
         record(heads)
@@ -250,12 +250,12 @@ class ReferenceFlow:
         """
         if self.stage_residuals is None:
             raise ValueError("characteristics: this flow was run with keep_stages=False and kept no residuals")
-        w = self.model._check_heads(omega0, "omega0")
+        w = self.model.check_heads(omega0, "omega0")
         out = [w.clone()]
         steps = self.stage_residuals.shape[0]
         for k in progress_bar(range(steps), enabled=progress, desc="characteristics", leave=False):
             w = _rk4_step(self.zeta, k * self.step, self.step, w,
-                          lambda s, _w: self.model._grad(self.X, self.stage_residuals[k, s], _w))
+                          lambda s, _w: self.model.grad_at(self.X, self.stage_residuals[k, s], _w))
             if (k + 1) % self.per_record == 0:
                 out.append(w.clone())
         return torch.stack(out)
@@ -315,9 +315,9 @@ def reference_flow(
     at_point = {}
 
     def grad(s, Ws):
-        r, G, g, _ = model._fused(X, Y, Ws, weights)
+        r, G, g, _ = model.evaluate(X, Y, Ws, weights)
         if s == 0:
-            at_point["risk"], at_point["diss"] = float(r), float(model._weighted_sq_norm(weights, g))
+            at_point["risk"], at_point["diss"] = float(r), float(model.weighted_sq_norm(weights, g))
         if keep_stages:
             stages[-1].append(G)
         return g
@@ -337,7 +337,7 @@ def reference_flow(
             pop.append(W[:keep].clone())
             for name, f in statistics.items():
                 rec_stats[name].append(float(f(W)))
-    r, i = model._risk_and_dissipation(X, Y, W, weights)
+    r, i = model.risk_and_dissipation(X, Y, W, weights)
     risk.append(float(r))
     diss.append(float(i))
     times = torch.arange(n_records + 1, dtype=torch.float64) * record_every

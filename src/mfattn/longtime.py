@@ -28,7 +28,7 @@ from ._checks import check_generator, check_positive
 from .data import Dataset
 from .dynamics import as_profile
 from .model import HeadModel
-from .static import Ball, _check_ball
+from .static import Ball, check_ball
 
 __all__ = [
     "EnergyBalance",
@@ -250,15 +250,15 @@ def inward_products(model: HeadModel, data: Dataset, heads, weights, ball: Ball,
     centre, so the product is odd under it too and is negative at the flip of every point where it
     is positive.
     """
-    ball = _check_ball(ball)
+    ball = check_ball(ball)
     generator = check_generator(generator)
     check_positive(n_points, "n_points", integer=True)
-    heads, weights = model._check_measure(heads, weights)
+    heads, weights = model.check_measure(heads, weights)
     P = ball.sample_sphere(n_points, model.d_omega, generator=generator, dtype=model.dtype, device=model.device)
     if points is not None:
-        q = model._check_heads(points, "points")
-        c = ball._c(q)
+        q = model.check_heads(points, "points")
+        c = ball.centre_for(q)
         P = torch.cat([P, c + ball.radius * (q - c) / (q - c).norm(dim=1, keepdim=True).clamp_min(1e-300)])
     g = model.grad_first_variation(data, P, heads, weights)
-    prod = ((P - ball._c(P)) * g).sum(1)
+    prod = ((P - ball.centre_for(P)) * g).sum(1)
     return InwardCheck(P, prod, float((prod >= 0).double().mean()), float(prod.min()))

@@ -21,13 +21,11 @@ Used by every chapter; chapter 01 checks eqs. (12), (13), (18) numerically.
 from __future__ import annotations
 
 import math
-from typing import Iterator
-
 import torch
 
 from ._checks import check_dim, check_positive, check_tensor
 from .data import Dataset
-from .particles import ParticleModel
+from .particles import ParticleModel, blocks
 from .softmax import cross_entropy, softmax_jacobian
 
 __all__ = ["HeadModel"]
@@ -40,11 +38,6 @@ _DEFAULT_BUDGET = {"cpu": 1 << 25, "cuda": 1 << 31}
 #: broadcast products, not batched GEMMs (see :meth:`HeadModel._prod`). Measured on an H100, full
 #: gradient, float32: 2.5x faster at (L, d_k) = (8, 2), 1.6x at (8, 4), but 3.4x slower at (32, 4)
 TINY_DK, TINY_L = 4, 8
-
-
-def _blocks(n: int, size: int) -> Iterator[slice]:
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
 
 
 class HeadModel(ParticleModel):
@@ -140,19 +133,19 @@ class HeadModel(ParticleModel):
         return torch.cat([W.flatten(-2) for W in (W_Q, W_K, W_V, W_O)], dim=-1)
 
     # -------------------------------------------------------------- validation
-    def _check_heads(self, heads, name: str = "heads") -> torch.Tensor:
+    def check_heads(self, heads, name: str = "heads") -> torch.Tensor:
         check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
         check_dim(heads, name, 1, self.d_omega, "d_omega")
         if heads.shape[0] < 1:
             raise ValueError(f"{name}: needs at least one head")
         return heads
 
-    def _check_X(self, X) -> torch.Tensor:
+    def check_X(self, X) -> torch.Tensor:
         check_tensor(X, "X", ndim=3, dtype=self.dtype, device=self.device)
         check_dim(X, "X", 2, self.d_x, "d_x")
         return X
 
-    def _check_data(self, data) -> Dataset:
+    def check_data(self, data) -> Dataset:
         if not isinstance(data, Dataset):
             raise ValueError(f"data: expected a mfattn.Dataset, got {type(data).__name__}")
         if data.X.dtype != self.dtype or data.X.device != self.device:
@@ -165,16 +158,16 @@ class HeadModel(ParticleModel):
         return data
 
     # ------------------------------------------------------------------ loss
-    def _loss(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    def loss(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """Cross-entropy (9) per position: ``(..., n, L, d_v) -> (..., n, L)``."""
         return cross_entropy(Y, z)
 
-    def _loss_hessian(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    def loss_hessian(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """Hessian of (9) in the logits, the softmax Jacobian (4): ``(n, L, d_v, d_v)``."""
         return softmax_jacobian(z)
 
     # ------------------------------------------------------------ chunk sizes
-    def _chunks(self, n_samples: int, n_heads: int, L: int):
+    def chunks(self, n_samples: int, n_heads: int, L: int):
         item = torch.finfo(self.dtype).bits // 8
         # what one (head, sample) holds at the peak of a gradient pass: A and dS (L x L), the softmax's and
         # the products' temporaries, and the (L, d_k), (L, d_x) intermediates; `bench` measured the peak
@@ -233,7 +226,7 @@ class HeadModel(ParticleModel):
     def _W_O(self, h: torch.Tensor) -> torch.Tensor:
         return h[:, 3 * self.d_x * self.d_k :].reshape(h.shape[0], self.d_k, self.d_x)
 
-    def _forward(self, X: torch.Tensor, h: torch.Tensor):
+    def forward(self, X: torch.Tensor, h: torch.Tensor):
         """Head outputs ``A_omega(X) X W_V W_O`` in model space, shape (c, B, L, d_x).
 
         Eqs. (5)-(7) without ``W_out``; returns the intermediates for :meth:`_backward`.
@@ -285,17 +278,17 @@ class HeadModel(ParticleModel):
     def _logits_model_space(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor):
         """``sum_i w_i A_i X W_V,i W_O,i`` (B, L, d_x), streamed over sample and head chunks."""
         B, L, _ = X.shape
-        sb, hb = self._chunks(B, heads.shape[0], L)
+        sb, hb = self.chunks(B, heads.shape[0], L)
         acc = X.new_zeros(B, L, self.d_x)
-        for s in _blocks(B, sb):
-            for h in _blocks(heads.shape[0], hb):
+        for s in blocks(B, sb):
+            for h in blocks(heads.shape[0], hb):
                 acc[s] += self._head_sum(X[s], heads[h], weights[h])
-        return self._reduce(acc)
+        return self.reduce(acc)
 
     def _logits(self, X, heads, weights):
         return self._logits_model_space(X, heads, weights) @ self.W_out  # W_out once, eq. (8)
 
-    def _pullback(self, X, Y, heads, weights) -> torch.Tensor:
+    def pullback(self, X, Y, heads, weights) -> torch.Tensor:
         """Residual ``softmax(z^rho) - Y`` pulled back through ``W_out``: (n, L, d_x)."""
         return self._residual(self._logits(X, heads, weights), Y)
 
@@ -303,27 +296,27 @@ class HeadModel(ParticleModel):
         """``(softmax(z) - Y) W_out^T`` for logits ``z (n, L, d_v)``: the residual of (11) in model space."""
         return (torch.softmax(z, dim=-1) - Y) @ self.W_out.T
 
-    def _grad_phi(self, X, Y, heads, weights, query=None) -> torch.Tensor:
+    def grad_phi(self, X, Y, heads, weights, query=None) -> torch.Tensor:
         """``grad Phi(query; rho)`` averaged over the sequences ``(X, Y)``; no validation.
 
         The hot path of SGD (19) and of the characteristics (21) in :mod:`mfattn.dynamics`.
         """
         if query is None:  # at the measure's own atoms: one head pass when everything fits in one chunk
-            return self._fused(X, Y, heads, weights)[2]
-        G = self._pullback(X, Y, heads, weights) / (X.shape[0] * X.shape[1])
-        return self._grad(X, G, query)
+            return self.evaluate(X, Y, heads, weights)[2]
+        G = self.pullback(X, Y, heads, weights) / (X.shape[0] * X.shape[1])
+        return self.grad_at(X, G, query)
 
-    def _risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
+    def risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
         """Risk (10) and, when asked, dissipation (38) of a measure (one head pass when the measure fits
-        in one chunk, see :meth:`_fused`);
+        in one chunk, see :meth:`evaluate`);
         no validation. Used by :meth:`risk`, :meth:`dissipation` and the recorders of
         :mod:`mfattn.dynamics`."""
         if not dissipation:
             return cross_entropy(Y, self._logits(X, heads, weights)).mean(), None
-        risk, _, g, _ = self._fused(X, Y, heads, weights)
-        return risk, self._weighted_sq_norm(weights, g)
+        risk, _, g, _ = self.evaluate(X, Y, heads, weights)
+        return risk, self.weighted_sq_norm(weights, g)
 
-    def _fused(self, X, Y, heads, weights, *, phi: bool = False):
+    def evaluate(self, X, Y, heads, weights, *, phi: bool = False):
         """Risk (10), the scaled pulled-back residual ``G = (softmax z^rho - Y) W_out^T / (n L)``,
         ``grad Phi(omega_i; rho)`` (13) at the measure's own atoms and, with ``phi``, ``Phi(omega_i; rho)``
         (11); no validation. Returns ``(risk, G, grad, phi or None)``.
@@ -334,52 +327,52 @@ class HeadModel(ParticleModel):
         :mod:`mfattn.dynamics` and of the local solvers of :mod:`mfattn.static`.
         """
         B, L, _ = X.shape
-        sb, hb = self._chunks(B, heads.shape[0], L)
+        sb, hb = self.chunks(B, heads.shape[0], L)
         if sb < B or hb < heads.shape[0]:
             z = self._logits(X, heads, weights)
             G = self._residual(z, Y) / (B * L)
-            return (cross_entropy(Y, z).mean(), G, self._grad(X, G, heads),
-                    self._phi(X, G, heads) if phi else None)
-        out, cache = self._forward(X, heads)
-        z = self._reduce(torch.einsum("c,cblx->blx", weights, out)) @ self.W_out
+            return (cross_entropy(Y, z).mean(), G, self.grad_at(X, G, heads),
+                    self.phi_at(X, G, heads) if phi else None)
+        out, cache = self.forward(X, heads)
+        z = self.reduce(torch.einsum("c,cblx->blx", weights, out)) @ self.W_out
         G = self._residual(z, Y) / (B * L)
         p = torch.einsum("cblx,blx->c", out, G) if phi else None
         return cross_entropy(Y, z).mean(), G, self._backward(X, G, cache, False), p
 
-    def _risk_grad_phi(self, X, Y, heads, weights):
+    def risk_grad_phi(self, X, Y, heads, weights):
         """Risk (10), ``grad Phi(omega_i; rho)`` (13) and ``Phi(omega_i; rho)`` (11) at the measure's own
-        atoms (see :meth:`_fused`), for the local solvers of :mod:`mfattn.static`; no validation."""
-        risk, _, grad, phi = self._fused(X, Y, heads, weights, phi=True)
+        atoms (see :meth:`evaluate`), for the local solvers of :mod:`mfattn.static`; no validation."""
+        risk, _, grad, phi = self.evaluate(X, Y, heads, weights, phi=True)
         return risk, grad, phi
 
-    def _prepare(self, data, heads, weights, query=None, *, per_sample: bool = False):
+    def prepare(self, data, heads, weights, query=None, *, per_sample: bool = False):
         """Validate the arguments; return (data, query, heads, weights, G) with ``G`` the pulled-back
         residual scaled by ``1/(n L)`` (the E_X average of (11)), or by ``1/L`` when ``per_sample``."""
-        data = self._check_data(data)
-        heads, weights = self._check_measure(heads, weights)
-        query = heads if query is None else self._check_heads(query, "query")
-        G = self._pullback(data.X, data.Y, heads, weights) / (data.L if per_sample else data.n * data.L)
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        query = heads if query is None else self.check_heads(query, "query")
+        G = self.pullback(data.X, data.Y, heads, weights) / (data.L if per_sample else data.n * data.L)
         return data, query, heads, weights, G
 
-    def _phi(self, X, G, query) -> torch.Tensor:
+    def phi_at(self, X, G, query) -> torch.Tensor:
         B, L, _ = X.shape
-        sb, hb = self._chunks(B, query.shape[0], L)
+        sb, hb = self.chunks(B, query.shape[0], L)
         phi = X.new_zeros(query.shape[0])
-        for s in _blocks(B, sb):
-            for h in _blocks(query.shape[0], hb):
-                out, _ = self._forward(X[s], query[h])
+        for s in blocks(B, sb):
+            for h in blocks(query.shape[0], hb):
+                out, _ = self.forward(X[s], query[h])
                 phi[h] += torch.einsum("cblx,blx->c", out, G[s])
         return phi
 
-    def _grad(self, X, G, query, per_sample: bool = False) -> torch.Tensor:
+    def grad_at(self, X, G, query, per_sample: bool = False) -> torch.Tensor:
         B, L, _ = X.shape
         M = query.shape[0]
-        sb, hb = self._chunks(B, M, L)
+        sb, hb = self.chunks(B, M, L)
         shape = (B, M, self.d_omega) if per_sample else (M, self.d_omega)
         grad = X.new_zeros(shape)
-        for s in _blocks(B, sb):
-            for h in _blocks(M, hb):
-                _, cache = self._forward(X[s], query[h])
+        for s in blocks(B, sb):
+            for h in blocks(M, hb):
+                _, cache = self.forward(X[s], query[h])
                 g = self._backward(X[s], G[s], cache, per_sample)
                 if per_sample:
                     grad[s, h] = g.transpose(0, 1)
@@ -394,20 +387,20 @@ class HeadModel(ParticleModel):
         Materialises one feature map per head; the streamed sums (:meth:`logits`,
         :meth:`risk`, ...) never do.
         """
-        X = self._check_X(X)
-        heads = self._check_heads(heads)
+        X = self.check_X(X)
+        heads = self.check_heads(heads)
         B, L, _ = X.shape
-        sb, hb = self._chunks(B, heads.shape[0], L)
+        sb, hb = self.chunks(B, heads.shape[0], L)
         out = X.new_empty(heads.shape[0], B, L, self.d_v)
-        for s in _blocks(B, sb):
-            for h in _blocks(heads.shape[0], hb):
-                out[h, s] = self._forward(X[s], heads[h])[0] @ self.W_out
+        for s in blocks(B, sb):
+            for h in blocks(heads.shape[0], hb):
+                out[h, s] = self.forward(X[s], heads[h])[0] @ self.W_out
         return out
 
     def logits(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor | None = None):
         r"""Mean-field logits :math:`z^\rho(X)=\sum_i w_i\psi(X;\omega_i)`, eq. (8): (B, L, d_v)."""
-        X = self._check_X(X)
-        heads, weights = self._check_measure(heads, weights)
+        X = self.check_X(X)
+        heads, weights = self.check_measure(heads, weights)
         return self._logits(X, heads, weights)
 
     def risk(self, data: Dataset, heads: torch.Tensor, weights: torch.Tensor | None = None):
@@ -415,22 +408,22 @@ class HeadModel(ParticleModel):
 
         ``E_X`` is the average over ``data``; log-sum-exp keeps it stable for large logits.
         """
-        data = self._check_data(data)
-        heads, weights = self._check_measure(heads, weights)
-        return self._risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0]
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        return self.risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0]
 
     def first_variation(self, data: Dataset, query, heads, weights=None) -> torch.Tensor:
         r"""First variation :math:`\Phi(\omega;\rho)`, eq. (11), at each query head: (M,).
 
         ``rho`` is the measure of ``heads`` with ``weights``; ``query (M, d_omega)``.
         """
-        data, query, _, _, G = self._prepare(data, heads, weights, query)
-        return self._phi(data.X, G, query)
+        data, query, _, _, G = self.prepare(data, heads, weights, query)
+        return self.phi_at(data.X, G, query)
 
     def grad_first_variation(self, data: Dataset, query, heads, weights=None) -> torch.Tensor:
         r""":math:`\nabla_\omega\Phi(\omega;\rho)`, eq. (13), at each query head: (M, d_omega)."""
-        data, query, _, _, G = self._prepare(data, heads, weights, query)
-        return self._grad(data.X, G, query)
+        data, query, _, _, G = self.prepare(data, heads, weights, query)
+        return self.grad_at(data.X, G, query)
 
     def per_sample_grad_first_variation(self, data: Dataset, query, heads, weights=None):
         r"""Per-sequence terms of (13): ``g[b, i] = (1/L) sum_l grad psi_l(X_b; q_i)^T r_l(X_b)``.
@@ -438,8 +431,8 @@ class HeadModel(ParticleModel):
         Shape (n, M, d_omega); their mean over ``b`` is :meth:`grad_first_variation`, and
         ``-g[b]`` at ``query = heads`` is the stochastic gradient ``G_i`` of (17) on sample ``b``.
         """
-        data, query, _, _, G = self._prepare(data, heads, weights, query, per_sample=True)
-        return self._grad(data.X, G, query, per_sample=True)
+        data, query, _, _, G = self.prepare(data, heads, weights, query, per_sample=True)
+        return self.grad_at(data.X, G, query, per_sample=True)
 
     def stochastic_gradient(self, sample: Dataset, heads, weights=None) -> torch.Tensor:
         r"""Stochastic gradient :math:`G_i(\omega^k; X^{k+1})`, eq. (17): (N, d_omega).
@@ -451,9 +444,9 @@ class HeadModel(ParticleModel):
 
     def dissipation(self, data: Dataset, heads, weights=None) -> torch.Tensor:
         r"""Dissipation :math:`\mathcal I(\rho)=\int\|\nabla\Phi(\omega;\rho)\|^2\rho(d\omega)`, eq. (38)."""
-        data = self._check_data(data)
-        heads, weights = self._check_measure(heads, weights)
-        return self._risk_and_dissipation(data.X, data.Y, heads, weights)[1]
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        return self.risk_and_dissipation(data.X, data.Y, heads, weights)[1]
 
     def hessian_first_variation(self, data: Dataset, omega, heads, weights=None) -> torch.Tensor:
         r"""Hessian in omega of :math:`\Phi(\omega;\rho)` with rho frozen: (d_omega, d_omega).
@@ -461,23 +454,23 @@ class HeadModel(ParticleModel):
         With ``heads = omega[None]`` this is :math:`H_0` of eq. (50). Computed by autograd of
         the head map (one head; not a hot path).
         """
-        omega = self._check_omega(omega)
-        data, _, _, _, G = self._prepare(data, heads, weights)
+        omega = self.check_omega(omega)
+        data, _, _, _, G = self.prepare(data, heads, weights)
         return self._hessian_phi(data.X, G, omega)
 
-    def _check_omega(self, omega) -> torch.Tensor:
+    def check_omega(self, omega) -> torch.Tensor:
         check_tensor(omega, "omega", ndim=1, dtype=self.dtype, device=self.device)
         check_dim(omega, "omega", 0, self.d_omega, "d_omega")
         return omega
 
     def _hessian_phi(self, X, G, omega):
-        sb, _ = self._chunks(X.shape[0], 1, X.shape[1])
+        sb, _ = self.chunks(X.shape[0], 1, X.shape[1])
         H = X.new_zeros(self.d_omega, self.d_omega)
-        for s in _blocks(X.shape[0], sb):
+        for s in blocks(X.shape[0], sb):
             Xs, Gs = X[s], G[s]
 
             def phi(w):
-                return (self._forward(Xs, w.unsqueeze(0))[0][0] * Gs).sum()
+                return (self.forward(Xs, w.unsqueeze(0))[0][0] * Gs).sum()
 
             H += torch.func.hessian(phi)(omega)
         return H
@@ -490,16 +483,16 @@ class HeadModel(ParticleModel):
         :math:`\psi_l(X;\omega)`. For every omega (stationary or not) this equals the Hessian of
         the single-head risk :math:`\omega\mapsto\mathcal E(\delta_\omega)`.
         """
-        omega = self._check_omega(omega)
-        data, _, _, _, G = self._prepare(data, omega.unsqueeze(0), None)
+        omega = self.check_omega(omega)
+        data, _, _, _, G = self.prepare(data, omega.unsqueeze(0), None)
         H = self._hessian_phi(data.X, G, omega)
-        sb, _ = self._chunks(data.n, 1, data.L)
+        sb, _ = self.chunks(data.n, 1, data.L)
         scale = 1.0 / (data.n * data.L)
-        for s in _blocks(data.n, sb):
+        for s in blocks(data.n, sb):
             Xs = data.X[s]
 
             def head_out(w):
-                return self._forward(Xs, w.unsqueeze(0))[0][0]
+                return self.forward(Xs, w.unsqueeze(0))[0][0]
 
             J = torch.func.jacfwd(head_out)(omega)  # (B, L, d_x, d_omega)
             J = torch.einsum("blxw,xv->blvw", J, self.W_out)  # Jacobian of psi

@@ -14,7 +14,8 @@ import torch
 
 from ._checks import check_generator, check_positive
 from ._progress import progress_bar
-from .model import HeadModel, _blocks
+from .model import HeadModel
+from .particles import blocks
 
 
 class DerivativeSup(NamedTuple):
@@ -55,7 +56,7 @@ def feature_derivative_sup(
     """
     if not isinstance(model, HeadModel):
         raise ValueError("model: expected a HeadModel")
-    X = model._check_X(X)
+    X = model.check_X(X)
     radii = torch.as_tensor(radii, dtype=torch.float64)
     if radii.ndim != 1 or radii.numel() < 1 or not bool((radii > 0).all()) or not bool(torch.isfinite(radii).all()):
         raise ValueError("radii: expected a 1-D sequence of positive finite radii")
@@ -72,14 +73,14 @@ def feature_derivative_sup(
     U = unit(n_points * n_directions).to(model.dtype).to(model.device)
 
     def psi(h):
-        return model._forward(X, h)[0] @ model.W_out
+        return model.forward(X, h)[0] @ model.W_out
 
     fns = _directional(psi, max_order)
     sup = torch.zeros(radii.numel(), max_order + 1, dtype=torch.float64)
-    _, hb = model._chunks(X.shape[0], P.shape[0], X.shape[1])
+    _, hb = model.chunks(X.shape[0], P.shape[0], X.shape[1])
     hb = max(1, hb // (2**max_order))  # nested jvp holds ~2^m copies of the intermediates
     for r, M in enumerate(progress_bar(radii.tolist(), enabled=progress, desc="radii")):
-        for s in _blocks(P.shape[0], hb):
+        for s in blocks(P.shape[0], hb):
             for m, fn in enumerate(fns):
                 d = fn(M * P[s], U[s])  # (c, B, L, d_v)
                 sup[r, m] = max(sup[r, m], float(d.norm(dim=-1).max()))

@@ -117,7 +117,7 @@ def orbit_generators(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     ``(0, 0, W_V E_ab, -E_ab W_O)``. They span the orbit's tangent space.
     """
     model = _check_model(model)
-    omega = model._check_omega(omega)
+    omega = model.check_omega(omega)
     W_Q, W_K, W_V, W_O = model.unpack(omega)
     k = model.d_k
     E = torch.eye(k * k, dtype=omega.dtype, device=omega.device).reshape(k * k, k, k)
@@ -137,7 +137,7 @@ def dilation_direction(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     in that of :math:`H_{tr}` (59): a translation along it changes the logits.
     """
     model = _check_model(model)
-    omega = model._check_omega(omega)
+    omega = model.check_omega(omega)
     W_Q, W_K, W_V, W_O = model.unpack(omega)
     return model.pack(torch.zeros_like(W_Q), torch.zeros_like(W_K), W_V, torch.zeros_like(W_O))
 
@@ -251,8 +251,8 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     then an upper bound (CPU and CUDA agreed to 1e-4 relative on a split, to 1.4% on a 256-head cloud).
     """
     model = _check_model(model)
-    omega_star = model._check_omega(omega_star)
-    heads = model._check_heads(heads)
+    omega_star = model.check_omega(omega_star)
+    heads = model.check_heads(heads)
     check_positive(iters, "iters", integer=True)
     k = model.d_k
     N = heads.shape[0]
@@ -303,7 +303,7 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
 def _single_head(model: HeadModel, data: Dataset, w: torch.Tensor):
     """``E(delta_w)`` (10) and ``grad Phi(w; delta_w)`` (13), the single-head risk and its gradient, from
     one head pass."""
-    r, _, g, _ = model._fused(data.X, data.Y, w[None], w.new_ones(1))
+    r, _, g, _ = model.evaluate(data.X, data.Y, w[None], w.new_ones(1))
     return r, g[0]
 
 
@@ -333,7 +333,7 @@ def analyse_dirac(model: HeadModel, data: Dataset, omega: torch.Tensor, *, rtol:
     """Risk, stationarity residual, :math:`H_0` (50), :math:`H_{tr}` (59) and their spectra on the whole
     space and on the complement of the orbit's tangent space, at :math:`\\delta_\\omega`."""
     model = _check_model(model)
-    omega = model._check_omega(omega)
+    omega = model.check_omega(omega)
     H0 = model.hessian_first_variation(data, omega, omega[None])
     H_tr = model.translation_hessian(data, omega)
     tangent = orbit_tangent(model, omega, rtol=rtol)
@@ -358,7 +358,7 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     rate measured at it, do not depend on where on the orbit the iterations ended.
     """
     model = _check_model(model)
-    data = model._check_data(data)
+    data = model.check_data(data)
     check_positive(n_starts, "n_starts", integer=True)
     check_positive(scale, "scale")
     check_positive(max_iter, "max_iter", integer=True)
@@ -422,10 +422,10 @@ def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = N
     the top singular pair ``C = sigma_1 p_1 q_1^T + ...``.
     """
     model = _check_model(model)
-    data = model._check_data(data)
+    data = model.check_data(data)
     if heads is None:
         heads = torch.zeros(1, model.d_omega, dtype=model.dtype, device=model.device)
-    _, _, _, _, G = model._prepare(data, heads, weights)  # (softmax z - Y) W_out^T / (n L)
+    _, _, _, _, G = model.prepare(data, heads, weights)  # (softmax z - Y) W_out^T / (n L)
     steps = torch.arange(1, data.L + 1, dtype=model.dtype, device=model.device)
     xbar = data.X.cumsum(1) / steps[None, :, None]  # attention at zero scores, under the causal mask (5)
     C = torch.einsum("blx,bly->xy", G, xbar)
@@ -444,7 +444,7 @@ def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = N
 # ----------------------------------------------------------------------- perturbed starts
 def translate(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
     r""":math:`\delta_{\omega+\varepsilon v}` for the unit vector along ``v``: heads (1, d_omega)."""
-    omega = _check_model(model)._check_omega(omega)
+    omega = _check_model(model).check_omega(omega)
     check_positive(eps, "eps")
     return (omega + eps * _unit(model, v))[None]
 
@@ -452,7 +452,7 @@ def translate(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float
 def split(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
     r""":math:`\frac12\delta_{\omega+\varepsilon v}+\frac12\delta_{\omega-\varepsilon v}` (unit ``v``): heads (2, d_omega),
     uniform weights."""
-    omega = _check_model(model)._check_omega(omega)
+    omega = _check_model(model).check_omega(omega)
     check_positive(eps, "eps")
     u = _unit(model, v)
     return torch.stack([omega + eps * u, omega - eps * u])
@@ -460,7 +460,7 @@ def split(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) ->
 
 def cloud(model: HeadModel, omega: torch.Tensor, r0: float, n: int, *, generator: torch.Generator) -> torch.Tensor:
     """``n`` heads drawn uniformly in the ball ``B(omega, r0)``: (n, d_omega), uniform weights."""
-    omega = _check_model(model)._check_omega(omega)
+    omega = _check_model(model).check_omega(omega)
     check_positive(r0, "r0")
     check_positive(n, "n", integer=True)
     check_generator(generator)
@@ -485,8 +485,8 @@ def monotonicity_ratio(model: HeadModel, data: Dataset, heads: torch.Tensor, ome
     stretch of the path is ``kappa(rho_t) >= kappa`` there.
     """
     model = _check_model(model)
-    omega_star = model._check_omega(omega_star)
-    heads, weights = model._check_measure(heads, weights)
+    omega_star = model.check_omega(omega_star)
+    heads, weights = model.check_measure(heads, weights)
     g = model.grad_first_variation(data, heads, heads, weights)
     d = heads - omega_star
     den = float((weights * (d * d).sum(-1)).sum())
@@ -546,7 +546,7 @@ def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omeg
     ``omega_star`` (:func:`orbit_distance`; skipped with ``orbit=False``), the ratio of (45) and the
     spread of the heads."""
     model = _check_model(model)
-    omega_star = model._check_omega(omega_star)
+    omega_star = model.check_omega(omega_star)
     flow = reference_flow(model, data, heads0, T=T, step=step, record_every=record_every, zeta=zeta,
                           keep_stages=False, progress=progress)
     P = flow.population  # (R, N, d)

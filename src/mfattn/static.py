@@ -47,6 +47,7 @@ from .particles import ParticleModel
 
 __all__ = [
     "Ball",
+    "check_ball",
     "PhiMinimum",
     "Certificate",
     "MeanFieldOptimum",
@@ -81,7 +82,8 @@ class Ball:
         if self.center is not None:
             check_tensor(self.center, "center", ndim=1)
 
-    def _c(self, omega: torch.Tensor) -> torch.Tensor:
+    def centre_for(self, omega: torch.Tensor) -> torch.Tensor:
+        """The ball's centre in ``omega``'s dtype and device (a 0-dim zero when the ball is centred at 0)."""
         if self.center is None:
             return torch.zeros((), dtype=omega.dtype, device=omega.device)
         if self.center.shape[0] != omega.shape[-1]:
@@ -90,11 +92,11 @@ class Ball:
 
     def norm(self, omega: torch.Tensor) -> torch.Tensor:
         """``||omega - center||`` along the last axis."""
-        return (omega - self._c(omega)).norm(dim=-1)
+        return (omega - self.centre_for(omega)).norm(dim=-1)
 
     def project(self, omega: torch.Tensor) -> torch.Tensor:
         """Euclidean projection onto the ball, row by row (points inside are unchanged)."""
-        c = self._c(omega)
+        c = self.centre_for(omega)
         r = (omega - c).norm(dim=-1, keepdim=True)
         return c + (omega - c) * torch.clamp(self.radius / r.clamp_min(torch.finfo(omega.dtype).tiny), max=1.0)
 
@@ -111,7 +113,8 @@ class Ball:
         return u.to(device=device, dtype=dtype)
 
 
-def _check_ball(ball) -> Ball:
+def check_ball(ball) -> Ball:
+    """``ball`` if it is a :class:`Ball`, else ``ValueError`` naming the argument."""
     if not isinstance(ball, Ball):
         raise ValueError(f"ball: expected a mfattn.static.Ball, got {type(ball).__name__}")
     return ball
@@ -148,17 +151,17 @@ class PhiMinimum(NamedTuple):
 def _descend_phi(model: HeadModel, X, G, q, ball: Ball, iters: int, progress: bool):
     """Batched projected gradient descent of ``q -> Phi(q)`` (``G`` fixed), one adaptive step per point:
     a trial is accepted where it lowers Phi, and that point's step grows by 1.5, else halves."""
-    phi = model._phi(X, G, q)
-    g = model._grad(X, G, q)
+    phi = model.phi_at(X, G, q)
+    g = model.grad_at(X, G, q)
     step = 0.1 * ball.radius / g.norm(dim=1).clamp_min(1e-30)
     for _ in progress_bar(range(iters), enabled=progress, desc="min Phi", leave=False):
         trial = ball.project(q - step[:, None] * g)
-        phi_t = model._phi(X, G, trial)
+        phi_t = model.phi_at(X, G, trial)
         ok = phi_t < phi
         if bool(ok.any()):
             q = torch.where(ok[:, None], trial, q)
             phi = torch.where(ok, phi_t, phi)
-            g[ok] = model._grad(X, G, q[ok])
+            g[ok] = model.grad_at(X, G, q[ok])
         step = torch.where(ok, 1.5 * step, 0.5 * step)
         if bool((step * g.norm(dim=1) < 1e-14 * ball.radius).all()):
             break
@@ -186,18 +189,18 @@ def minimize_first_variation(
     ``Phi`` vanishes on ``K``, see the module docstring) and the rows of ``starts``, if given (for
     instance the atoms of ``rho`` and earlier minimisers). All starts descend together, batched.
     """
-    ball = _check_ball(ball)
+    ball = check_ball(ball)
     check_generator(generator)
     check_positive(n_starts, "n_starts", integer=True, allow_zero=True)
     check_positive(iters, "iters", integer=True, allow_zero=True)
     check_positive(agree_tol, "agree_tol")
-    data, _, heads, weights, G = model._prepare(data, heads, weights)
+    data, _, heads, weights, G = model.prepare(data, heads, weights)
     parts = []
     if n_starts:
         parts.append(ball.sample_sphere(n_starts, model.d_omega, generator=generator, dtype=model.dtype,
                                         device=model.device))
     if starts is not None:
-        parts.append(ball.project(model._check_heads(starts, "starts")))
+        parts.append(ball.project(model.check_heads(starts, "starts")))
     if not parts:
         raise ValueError("n_starts: needs at least one start (n_starts > 0 or starts)")
     q0 = torch.cat(parts)
@@ -234,17 +237,17 @@ def certificate(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, 
     The lower end is rigorous up to the inner search: if a better minimiser of Phi exists than the
     multistart found, the true gap is larger.
     """
-    ball = _check_ball(ball)
-    heads, weights = model._check_measure(heads, weights)
+    ball = check_ball(ball)
+    heads, weights = model.check_measure(heads, weights)
     if not bool(ball.contains(heads, rtol=1e-9).all()):
         raise ValueError(f"heads: some atoms lie outside K (largest norm {float(ball.norm(heads).max()):.6g} > "
                          f"radius {ball.radius:.6g})")
-    extra = heads if starts is None else torch.cat([heads, model._check_heads(starts, "starts")])
+    extra = heads if starts is None else torch.cat([heads, model.check_heads(starts, "starts")])
     mn = minimize_first_variation(model, data, heads, weights, ball, generator=generator, n_starts=n_starts,
                                   starts=extra, iters=iters, agree_tol=agree_tol, progress=progress)
-    data, _, _, _, G = model._prepare(data, heads, weights)
-    phi_sup = model._phi(data.X, G, heads)
-    risk = float(model._risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0])
+    data, _, _, _, G = model.prepare(data, heads, weights)
+    phi_sup = model.phi_at(data.X, G, heads)
+    risk = float(model.risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0])
     phi_mean = float((weights * phi_sup).sum())
     gap = max(0.0, phi_mean - mn.value)
     return Certificate(risk, risk - gap, gap, phi_mean, mn.value, phi_sup, mn)
@@ -263,7 +266,7 @@ def _local_solve(model: HeadModel, X, Y, atoms, w, ball: Ball, *, free_weights: 
     from scipy.optimize import minimize
 
     m, D = atoms.shape
-    c = ball._c(atoms).expand(m, D).detach().cpu().numpy()
+    c = ball.centre_for(atoms).expand(m, D).detach().cpu().numpy()
     t = lambda v: torch.from_numpy(v).to(device=atoms.device, dtype=atoms.dtype)
     w_fixed = w
 
@@ -273,7 +276,7 @@ def _local_solve(model: HeadModel, X, Y, atoms, w, ball: Ball, *, free_weights: 
 
     def fun(x):
         A, ww = split(x)
-        risk, grad, phi = model._risk_grad_phi(X, Y, A, ww)
+        risk, grad, phi = model.risk_grad_phi(X, Y, A, ww)
         gA = (ww[:, None] * grad).flatten()
         if free_weights:
             gA = torch.cat([gA, phi])
@@ -393,9 +396,9 @@ def mean_field_optimum(
     how the corrective step moves that atom, and a local solve cannot restore what a drop of weight
     1e-8 costs the first-order certificate.
     """
-    ball = _check_ball(ball)
+    ball = check_ball(ball)
     check_generator(generator)
-    data = model._check_data(data)
+    data = model.check_data(data)
     for k, v in dict(n_atoms0=n_atoms0, outer=outer, n_starts=n_starts, iters=iters, maxiter=maxiter).items():
         check_positive(v, k, integer=True)
     check_positive(init_scale, "init_scale")
@@ -417,7 +420,7 @@ def mean_field_optimum(
         atoms = init_scale * ball.sample_sphere(n_atoms0, model.d_omega, generator=generator, dtype=model.dtype,
                                                 device=model.device)
     else:
-        atoms = model._check_heads(atoms0, "atoms0")
+        atoms = model.check_heads(atoms0, "atoms0")
     atoms = ball.project(atoms)
     w = torch.full((atoms.shape[0],), 1.0 / atoms.shape[0], dtype=model.dtype, device=model.device)
     uppers, gaps = [], []
@@ -469,8 +472,8 @@ def consolidate(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, weights:
 
     Used by :func:`mean_field_optimum` for the support of the measure it returns (chapter 03).
     """
-    heads, weights = model._check_measure(heads, weights)
-    X = model._check_X(X)
+    heads, weights = model.check_measure(heads, weights)
+    X = model.check_X(X)
     check_positive(weight_tol, "weight_tol", allow_zero=True)
     check_positive(merge_tol, "merge_tol", allow_zero=True)
     if weight_tol >= 1:
@@ -511,8 +514,8 @@ def _descend_risk(model, X, Y, heads, ball, iters: int):
     the step uses ``grad Phi`` itself (the mean-field time scale of (19))."""
     w = torch.full((heads.shape[0],), 1.0 / heads.shape[0], dtype=heads.dtype, device=heads.device)
     scale = 1.0 / (X.shape[0] * X.shape[1])
-    risk = lambda H: float(model._risk_and_dissipation(X, Y, H, w, dissipation=False)[0])
-    grad = lambda H: model._grad(X, model._pullback(X, Y, H, w) * scale, H)
+    risk = lambda H: float(model.risk_and_dissipation(X, Y, H, w, dissipation=False)[0])
+    grad = lambda H: model.grad_at(X, model.pullback(X, Y, H, w) * scale, H)
     f, g = risk(heads), grad(heads)
     step = 0.1 * ball.radius / float(g.norm(dim=1).max().clamp_min(1e-30))
     for _ in range(iters):
@@ -552,9 +555,9 @@ def finite_head_optimum(
     :func:`mean_field_optimum` with the weights held at ``1/N``). The spread of the final values
     measures how rugged the landscape is.
     """
-    ball = _check_ball(ball)
+    ball = check_ball(ball)
     check_generator(generator)
-    data = model._check_data(data)
+    data = model.check_data(data)
     check_positive(N, "N", integer=True)
     check_positive(n_random, "n_random", integer=True, allow_zero=True)
     check_positive(iters, "iters", integer=True, allow_zero=True)
@@ -568,7 +571,7 @@ def finite_head_optimum(
                                                       device=model.device))
         labels.append("random")
     for name, h in (inits or {}).items():
-        h = model._check_heads(h, f"inits[{name!r}]")
+        h = model.check_heads(h, f"inits[{name!r}]")
         if h.shape[0] != N:
             raise ValueError(f"inits[{name!r}]: has {h.shape[0]} heads, expected N = {N}")
         starts.append(ball.project(h))
@@ -582,7 +585,7 @@ def finite_head_optimum(
         if N * model.d_omega <= polish_max:
             h, _, res = _local_solve(model, data.X, data.Y, h, w, ball, free_weights=False, maxiter=1000,
                                      ftol=1e-15)
-            f = float(model._risk_and_dissipation(data.X, data.Y, h, w, dissipation=False)[0])
+            f = float(model.risk_and_dissipation(data.X, data.Y, h, w, dissipation=False)[0])
         finals.append(h)
         values.append(f)
     best = min(range(len(values)), key=values.__getitem__)
@@ -642,8 +645,8 @@ def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_dr
     """
     if not isinstance(model, ParticleModel):
         raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
-    data = model._check_data(data)
-    heads, weights = model._check_measure(heads, weights)
+    data = model.check_data(data)
+    heads, weights = model.check_measure(heads, weights)
     check_positive(n_draws, "n_draws", integer=True)
     check_generator(generator)
     N_grid = [int(N) for N in N_grid]
@@ -651,7 +654,7 @@ def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_dr
         check_positive(N, "N_grid", integer=True)
     Psi = model.features(data.X, heads)  # (m, *S, V): (m, n, L, d_v) for heads, (m, n, 1) for neurons
     z = torch.tensordot(weights, Psi, dims=1)
-    E = float(model._loss(data.Y, z).mean())
+    E = float(model.loss(data.Y, z).mean())
     m = heads.shape[0]
     flat = Psi.reshape(m, -1)
     w_cpu = weights.detach().to("cpu", torch.float64)
@@ -670,7 +673,7 @@ def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_dr
             out["logit_error"][a, s : s + k] = err.mean(1).cpu()
             out["logit_error_max"][a, s : s + k] = err.amax(1).cpu()
             out["logit_mse"][a, s : s + k] = err.pow(2).mean(1).cpu()
-            out["risk_gap"][a, s : s + k] = (model._loss(data.Y, zN).flatten(1).mean(1) - E).cpu()
+            out["risk_gap"][a, s : s + k] = (model.loss(data.Y, zN).flatten(1).mean(1) - E).cpu()
             out["first_order"][a, s : s + k] = (counts / N) @ phi - phi_mean
     return {"N": N_grid, "risk": E, **{k: v.numpy() for k, v in out.items()}}
 
@@ -690,11 +693,11 @@ def iid_gap_coefficient(model: ParticleModel, data, heads, weights=None) -> floa
     """
     if not isinstance(model, ParticleModel):
         raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
-    data = model._check_data(data)
-    heads, weights = model._check_measure(heads, weights)
+    data = model.check_data(data)
+    heads, weights = model.check_measure(heads, weights)
     Psi = model.features(data.X, heads)
     z = torch.tensordot(weights, Psi, dims=1)
-    H = model._loss_hessian(data.Y, z)  # (*S, V, V)
+    H = model.loss_hessian(data.Y, z)  # (*S, V, V)
     D = Psi - z
     quad = torch.einsum("m...i,...ij,m...j->m...", D, H, D).flatten(1).mean(1)  # (m,)
     return 0.5 * float((weights * quad).sum())
@@ -708,15 +711,15 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
     autograd of the head map; one small batch of starts, not a hot path). A lower estimate of the
     supremum over ``K`` for the sequences of ``X``.
     """
-    ball = _check_ball(ball)
-    X = model._check_X(X)
+    ball = check_ball(ball)
+    X = model.check_X(X)
     check_generator(generator)
     check_positive(n_starts, "n_starts", integer=True)
     check_positive(iters, "iters", integer=True, allow_zero=True)
     q = ball.sample_sphere(n_starts, model.d_omega, generator=generator, dtype=model.dtype, device=model.device)
 
     def value(q):
-        psi = model._forward(X, q)[0] @ model.W_out  # (S, n, L, d_v)
+        psi = model.forward(X, q)[0] @ model.W_out  # (S, n, L, d_v)
         return psi.pow(2).sum(-1).flatten(1).amax(1)
 
     f = value(q)

@@ -27,7 +27,7 @@ import torch
 
 from ._checks import check_dim, check_generator, check_positive, check_tensor
 from .activations import get_activation
-from .model import _blocks
+from .particles import blocks
 from .particles import ParticleModel
 
 __all__ = ["RegressionData", "TwoLayerModel", "teacher_regression"]
@@ -101,14 +101,14 @@ class TwoLayerModel(ParticleModel):
         return f"TwoLayerModel(d={self.d}, activation={self.act.name}, d_omega={self.d_omega}, dtype={self.dtype})"
 
     # -------------------------------------------------------------- validation
-    def _check_heads(self, heads, name: str = "heads") -> torch.Tensor:
+    def check_heads(self, heads, name: str = "heads") -> torch.Tensor:
         check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
         check_dim(heads, name, 1, self.d_omega, "d_omega = d + 2")
         if heads.shape[0] < 1:
             raise ValueError(f"{name}: needs at least one neuron")
         return heads
 
-    def _check_data(self, data) -> RegressionData:
+    def check_data(self, data) -> RegressionData:
         if not isinstance(data, RegressionData):
             raise ValueError(f"data: expected a mfattn.twolayer.RegressionData, got {type(data).__name__}")
         if data.X.dtype != self.dtype or data.X.device != self.device:
@@ -124,25 +124,25 @@ class TwoLayerModel(ParticleModel):
     def _pre(self, X, h):
         return torch.addmm(h[:, -1], X, h[:, 1:-1].T)  # (n, c): <w, x> + b
 
-    def _loss(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    def loss(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """Square loss per sample, ``(..., n, 1) -> (..., n)``: ``(z - y)^2 / 2``."""
         return 0.5 * (z - Y).pow(2).sum(-1)
 
-    def _loss_hessian(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    def loss_hessian(self, Y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """The identity: the square loss is exactly quadratic. ``(n, 1, 1)``."""
         return torch.ones(*z.shape, 1, dtype=z.dtype, device=z.device)
 
     def _output(self, X, heads, weights) -> torch.Tensor:
         """``f(x_k; rho)`` for every input: (n, 1), streamed over chunks of neurons."""
         f = X.new_zeros(X.shape[0])
-        for h in _blocks(heads.shape[0], self._chunk(X.shape[0], heads.shape[0])):
+        for h in blocks(heads.shape[0], self._chunk(X.shape[0], heads.shape[0])):
             f += self.act.f(self._pre(X, heads[h])) @ (weights[h] * heads[h, 0])
-        return self._reduce(f)[:, None]
+        return self.reduce(f)[:, None]
 
-    def _grad(self, X, G, query) -> torch.Tensor:
+    def grad_at(self, X, G, query) -> torch.Tensor:
         """``grad Phi`` at ``query`` for the scaled residual ``G = (f - y) / n`` (n,): (M, d + 2)."""
         out = X.new_empty(query.shape[0], self.d_omega)
-        for h in _blocks(query.shape[0], self._chunk(X.shape[0], query.shape[0])):
+        for h in blocks(query.shape[0], self._chunk(X.shape[0], query.shape[0])):
             q = query[h]
             pre = self._pre(X, q)
             u = G[:, None] * self.act.df(pre) * q[:, 0]  # (n, c): d Phi / d pre
@@ -151,70 +151,70 @@ class TwoLayerModel(ParticleModel):
             out[h, -1] = u.sum(0)
         return out
 
-    def _phi(self, X, G, query) -> torch.Tensor:
+    def phi_at(self, X, G, query) -> torch.Tensor:
         out = X.new_empty(query.shape[0])
-        for h in _blocks(query.shape[0], self._chunk(X.shape[0], query.shape[0])):
+        for h in blocks(query.shape[0], self._chunk(X.shape[0], query.shape[0])):
             out[h] = query[h, 0] * (G @ self.act.f(self._pre(X, query[h])))
         return out
 
-    def _fused(self, X, Y, heads, weights, *, phi: bool = False):
+    def evaluate(self, X, Y, heads, weights, *, phi: bool = False):
         """Risk, ``G = (f - y) / n``, ``grad Phi`` at the atoms and, with ``phi``, ``Phi`` there; no validation."""
         r = self._output(X, heads, weights) - Y
         G = r[:, 0] / X.shape[0]
-        return 0.5 * r.pow(2).mean(), G, self._grad(X, G, heads), self._phi(X, G, heads) if phi else None
+        return 0.5 * r.pow(2).mean(), G, self.grad_at(X, G, heads), self.phi_at(X, G, heads) if phi else None
 
-    def _grad_phi(self, X, Y, heads, weights) -> torch.Tensor:
-        return self._fused(X, Y, heads, weights)[2]
+    def grad_phi(self, X, Y, heads, weights) -> torch.Tensor:
+        return self.evaluate(X, Y, heads, weights)[2]
 
-    def _risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
+    def risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
         if not dissipation:
             return 0.5 * (self._output(X, heads, weights) - Y).pow(2).mean(), None
-        risk, _, g, _ = self._fused(X, Y, heads, weights)
-        return risk, self._weighted_sq_norm(weights, g)
+        risk, _, g, _ = self.evaluate(X, Y, heads, weights)
+        return risk, self.weighted_sq_norm(weights, g)
 
     # -------------------------------------------------------------- public API
     def features(self, X: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
         """One neuron's output ``a sigma(<w, x> + b)`` at every input: (N, n, 1)."""
         check_tensor(X, "X", ndim=2, dtype=self.dtype, device=self.device)
         check_dim(X, "X", 1, self.d, "d")
-        heads = self._check_heads(heads)
+        heads = self.check_heads(heads)
         return (self.act.f(self._pre(X, heads)) * heads[:, 0]).T[..., None]
 
     def output(self, X: torch.Tensor, heads, weights=None) -> torch.Tensor:
         """The network's prediction ``f(x; rho)`` at every row of ``X (n, d)``: (n, 1)."""
         check_tensor(X, "X", ndim=2, dtype=self.dtype, device=self.device)
         check_dim(X, "X", 1, self.d, "d")
-        heads, weights = self._check_measure(heads, weights)
+        heads, weights = self.check_measure(heads, weights)
         return self._output(X, heads, weights)
 
     def risk(self, data: RegressionData, heads, weights=None) -> torch.Tensor:
         """The square-loss risk ``R(rho) = (1/2n) sum_k (f(x_k) - y_k)^2``: 0-dim tensor."""
-        data = self._check_data(data)
-        heads, weights = self._check_measure(heads, weights)
-        return self._risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0]
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        return self.risk_and_dissipation(data.X, data.Y, heads, weights, dissipation=False)[0]
 
-    def _prepare(self, data, heads, weights, query):
-        data = self._check_data(data)
-        heads, weights = self._check_measure(heads, weights)
-        query = heads if query is None else self._check_heads(query, "query")
+    def prepare(self, data, heads, weights, query):
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        query = heads if query is None else self.check_heads(query, "query")
         G = (self._output(data.X, heads, weights) - data.Y)[:, 0] / data.n
         return data, query, G
 
     def first_variation(self, data: RegressionData, query, heads, weights=None) -> torch.Tensor:
         """``Phi(omega; rho) = (1/n) sum_k (f(x_k) - y_k) a sigma(<w, x_k> + b)`` at each query neuron: (M,)."""
-        data, query, G = self._prepare(data, heads, weights, query)
-        return self._phi(data.X, G, query)
+        data, query, G = self.prepare(data, heads, weights, query)
+        return self.phi_at(data.X, G, query)
 
     def grad_first_variation(self, data: RegressionData, query, heads, weights=None) -> torch.Tensor:
         """``grad_omega Phi(omega; rho)`` at each query neuron: (M, d + 2)."""
-        data, query, G = self._prepare(data, heads, weights, query)
-        return self._grad(data.X, G, query)
+        data, query, G = self.prepare(data, heads, weights, query)
+        return self.grad_at(data.X, G, query)
 
     def dissipation(self, data: RegressionData, heads, weights=None) -> torch.Tensor:
         """``int |grad Phi|^2 d rho``, the rate at which the flow (time convention of (21)) lowers ``R / 2``."""
-        data = self._check_data(data)
-        heads, weights = self._check_measure(heads, weights)
-        return self._risk_and_dissipation(data.X, data.Y, heads, weights)[1]
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        return self.risk_and_dissipation(data.X, data.Y, heads, weights)[1]
 
 
 def teacher_regression(d: int, n: int, *, m_teacher: int = 4, activation: str = "tanh",
