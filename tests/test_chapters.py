@@ -64,7 +64,7 @@ def test_run_executes_with_overrides_and_writes_to_the_chosen_folder(tmp_path):
     assert len(injected) == 1 and "n_heads = 6" in injected[0].source
     text = "".join(o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
                    for c in out.cells if c.cell_type == "code" for o in c.outputs)
-    assert "n_heads=6" in text and "n_replicates=12" in text  # the overrides reached the run
+    assert "n_heads = 6" in text and "n_replicates = 12" in text  # the overrides reached the run
     assert "verdicts:" in text
 
 

@@ -53,7 +53,8 @@ def parameters(path) -> list[Parameter]:
 
 def profiles(path) -> dict[str, dict]:
     """The chapter's ``PROFILES`` table: ``{profile: {parameter: value}}``. The assignment is evaluated
-    on its own, with ``dict`` and arithmetic only (no names from the chapter)."""
+    on its own, with arithmetic and a few builtins (``dict``, ``range``, ``min``, ...), no names
+    from the chapter."""
     for cell in _cells(path):
         if cell.cell_type != "code":
             continue
@@ -61,7 +62,8 @@ def profiles(path) -> dict[str, dict]:
             if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                     and node.targets[0].id == "PROFILES"):
                 expr = ast.Expression(node.value)
-                return eval(compile(expr, str(path), "eval"), {"__builtins__": {}, "dict": dict, "list": list})
+                safe = {f.__name__: f for f in (dict, list, tuple, range, len, min, max, abs, round, int, float, sum)}
+                return eval(compile(expr, str(path), "eval"), {"__builtins__": safe})
     raise ValueError(f"path: {path} defines no PROFILES table")
 
 
