@@ -126,6 +126,46 @@ def test_params_command_prints_each_profile_value():
     assert line.split()[1:3] == ["64", "256"] and "sequences of the teacher task" in line
 
 
+def test_new_chapter_from_the_template_runs_and_builds(tmp_path):
+    """`mfattn new` makes a chapter that lists itself in the table of contents, has a parameters cell,
+    profiles and a verdict, executes with `mfattn run`, and builds as a page of the book."""
+    import shutil
+
+    root = tmp_path / "book"
+    (root / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "_toc.yml", root / "_toc.yml")
+    res = subprocess.run([sys.executable, "-m", "mfattn", "new", "demo-check", "--title", "A demo"], cwd=root,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    md = root / "notebooks" / "01-demo-check.md"
+    assert md.exists() and "notebooks/01-demo-check" in (root / "_toc.yml").read_text()
+    nb = jupytext.read(md)
+    assert [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert "PROFILES" in md.read_text() and "report(" in nb.cells[-1].source
+    res = subprocess.run([sys.executable, "-m", "mfattn", "new", "demo-check"], cwd=root, capture_output=True, text=True)
+    assert res.returncode != 0 and "exists" in res.stderr
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "mfattn", "run", "01", "--out", str(out), "--quiet"], cwd=root,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    executed = nbformat.read(out / "01-demo-check.ipynb", as_version=4)
+    text = "".join(o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
+                   for c in executed.cells if c.cell_type == "code" for o in c.outputs)
+    assert "[PASS] (claim; Thm 6.1)" in text
+    # the page builds with the book's configuration (its own execution, references, figure number)
+    for name in ("_config.yml", "_static"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, root / name)
+    shutil.copytree(ROOT / "book", root / "book", ignore=shutil.ignore_patterns("benchmarks"))
+    (root / "_toc.yml").write_text("format: jb-book\nroot: notebooks/01-demo-check\nchapters:\n"
+                                   "  - file: book/references\n")
+    jb = Path(sys.executable).parent / "jupyter-book"
+    res = subprocess.run([str(jb), "build", str(root), "-W", "-n", "--keep-going"], capture_output=True, text=True)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    page = (root / "_build" / "html" / "notebooks" / "01-demo-check.html").read_text()
+    assert "A demo" in page and "Fig. 1" in page
+
+
 def test_list_names_the_chapters():
     res = run_cli("list")
     assert res.returncode == 0 and res.stdout.split() == [p.stem for p in SOURCES]

@@ -2,7 +2,8 @@
 ``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
 (:mod:`mfattn.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.bench`);
 ``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.checkhtml`);
-``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.chapters`).
+``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.chapters`);
+``python -m mfattn new NAME`` starts a chapter from the template ``mfattn/templates/chapter.md``.
 
 The chapter's jupytext MyST source ``notebooks/CHAPTER.md`` is converted to a notebook and
 executed with the given parameters. The executed copy goes to a fresh run folder
@@ -57,6 +58,36 @@ def strip_papermill(nb) -> None:
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
+
+
+def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
+    """``python -m mfattn new NAME``: ``notebooks/NN-NAME.md`` from the chapter template (the next free
+    number), listed in ``_toc.yml`` after the last chapter. Returns the new source's path."""
+    import re
+
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        raise SystemExit(f"mfattn: name {name!r}: use lowercase letters, digits and hyphens, e.g. my-experiment")
+    existing = chapters(root)
+    if any(c.split("-", 1)[-1] == name for c in existing):
+        raise SystemExit(f"mfattn: name {name!r}: a chapter of that name exists")
+    numbers = [int(c[:2]) for c in existing if c[:2].isdigit()]
+    stem = f"{max(numbers, default=0) + 1:02d}-{name}"
+    target = root / "notebooks" / f"{stem}.md"
+    template = (Path(__file__).parent / "templates" / "chapter.md").read_text()
+    text = (template.replace("@@SLUG@@", name).replace("@@FILENAME@@", target.name)
+            .replace("@@TITLE@@", title or name.replace("-", " ").capitalize()))
+    target.write_text(text)
+    toc = root / "_toc.yml"
+    lines = toc.read_text().splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.strip().startswith("- file: notebooks/")), default=None)
+    if last is None:
+        raise SystemExit(f"mfattn: {toc} lists no chapter under notebooks/; add {stem} by hand")
+    indent = lines[last][: len(lines[last]) - len(lines[last].lstrip())]
+    lines.insert(last + 1, f"{indent}- file: notebooks/{stem}")
+    toc.write_text("\n".join(lines) + "\n")
+    print(f"created {target.relative_to(root)} and listed it in _toc.yml; run it with: "
+          f"python -m mfattn run {stem[:2]} --out my-run/, then make execute to commit its notebook")
+    return target
 
 
 def print_params(src: Path) -> None:
@@ -158,6 +189,9 @@ def main(argv=None) -> int:
     p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("list", help="list the chapters")
+    p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template, listed in _toc.yml")
+    p_new.add_argument("name", help="lowercase words joined by hyphens, e.g. my-experiment")
+    p_new.add_argument("--title", default=None, help="the chapter's title")
     p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")
     p_params.add_argument("chapter", help="chapter name or prefix, e.g. 05")
     from . import bench, distributed
@@ -181,6 +215,9 @@ def main(argv=None) -> int:
         return 0
     if args.command == "shard":
         distributed.run(args)
+        return 0
+    if args.command == "new":
+        new_chapter(repo_root(), args.name, args.title)
         return 0
     if args.command == "params":
         print_params(find_chapter(repo_root(), args.chapter))

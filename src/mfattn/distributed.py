@@ -11,7 +11,8 @@ sum reordered.
 
 Launch with torchrun, e.g. two CPU processes::
 
-    torchrun --standalone --nproc-per-node 2 -m mfattn shard --task teacher --N 4096 --out run.pt
+    torchrun --standalone --nproc-per-node 2 -m mfattn shard \\
+        --task teacher --N 4096 --out run.pt
 
 Used by the ``paper`` profiles that need more heads than one device holds; checked against the
 single-process engine, step for step, in ``tests/test_distributed.py``.

@@ -46,7 +46,7 @@ __all__ = [
 # ----------------------------------------------------------------- learning-rate profiles
 @dataclass(frozen=True)
 class Constant:
-    """zeta(t) = value (Assumption 3.1 with zeta_- = value)."""
+    """``zeta(t) = value`` (Assumption 3.1 with ``zeta_- = value``)."""
 
     value: float = 1.0
 

@@ -229,7 +229,7 @@ class HeadModel(ParticleModel):
     def forward(self, X: torch.Tensor, h: torch.Tensor):
         """Head outputs ``A_omega(X) X W_V W_O`` in model space, shape (c, B, L, d_x).
 
-        Eqs. (5)-(7) without ``W_out``; returns the intermediates for :meth:`_backward`.
+        Eqs. (5)-(7) without ``W_out``; returns the intermediates for ``_backward``.
         """
         Q, K, V, A, AV = self._attend(X, h)
         W_O = self._W_O(h)

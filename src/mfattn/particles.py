@@ -35,7 +35,7 @@ for the static tools (:mod:`mfattn.static`)
 
 :class:`ParticleModel` supplies the rest from these: ``check_measure``, ``grad_phi`` (the drift of
 SGD (19)), ``risk_and_dissipation`` (the recorders; (10) and (38)) and ``weighted_sq_norm``.
-Particles interact only through sums over the measure, and every such sum ends in :meth:`reduce`
+Particles interact only through sums over the measure, and every such sum ends in :meth:`ParticleModel.reduce`
 (the identity; an all-reduce in :class:`mfattn.distributed.ShardedHeadModel`).
 """
 
@@ -111,6 +111,7 @@ class ParticleModel:
     # Every such sum ends in ``reduce``, the identity here; :class:`mfattn.distributed.ShardedHeadModel`
     # makes it an all-reduce over the processes that each hold a shard of the heads.
     def reduce(self, t: torch.Tensor) -> torch.Tensor:
+        """The sum of ``t`` over the processes that hold shards of the particles: ``t`` itself here."""
         return t
 
     def weighted_sq_norm(self, weights: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

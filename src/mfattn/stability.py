@@ -412,8 +412,11 @@ def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = N
     :math:`H_{tr} = H_0`. The scores vanish to second order, the attention is the causal average
     :math:`\bar x_l = \frac1l\sum_{m\le l} x_m`, and
 
-    .. math:: \Phi(\omega;\rho) = \operatorname{tr}(W_V W_O C) + O(|\omega|^4),\qquad
-              C = E_X\Big[\frac1L\sum_l W_{out}(\mathrm{softmax}(z^\rho_l)-Y_l)\,\bar x_l^{\top}\Big].
+    .. math::
+
+        \Phi(\omega;\rho) = \operatorname{tr}(W_V W_O C) + O(|\omega|^4),
+
+        C = E_X\Big[\frac1L\sum_l W_{out}(\mathrm{softmax}(z^\rho_l)-Y_l)\,\bar x_l^{\top}\Big].
 
     Writing ``W_V W_O = sum_j v_j o_j^T`` splits the form into ``d_k`` copies of ``o^T C v``, whose
     Hessian ``[[0, C^T], [C, 0]]`` has eigenvalues ``+-sigma_m(C)``. The spectrum is therefore

@@ -9,7 +9,9 @@ potential :math:`V(x)=\sum_m s_m\Sigma(\langle a_m,x\rangle)` (:math:`\Sigma'=\s
 :math:`i` moves with
 
 .. math::
-    \dot x_i=\pm P_{x_i}\Big(A_i+\sum_m s_m\sigma(\langle a_m,x_i\rangle)\,a_m\Big),\qquad
+
+    \dot x_i=\pm P_{x_i}\Big(A_i+\sum_m s_m\sigma(\langle a_m,x_i\rangle)\,a_m\Big),
+
     A_i=\frac1n\sum_j g_\beta(x_i,x_j)\,x_j\ \text{(USA)},\quad
     A_i=\frac{\sum_j g_\beta(x_i,x_j)\,x_j}{\sum_j g_\beta(x_i,x_j)}\ \text{(SA, (2.8))},
 

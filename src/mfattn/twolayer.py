@@ -8,8 +8,11 @@ then ``w (d)``, then ``b``, and a weighted measure ``rho = sum_i p_i delta_{omeg
 which is ``(1/m) sum_j a_j sigma(<w_j, x> + b_j)`` for the uniform weights of ``m`` neurons (the
 lecture notes' network; Mei, Montanari and Nguyen 2018). The risk over a dataset of ``n`` pairs is
 
-.. math:: R(\rho)=\frac1{2n}\sum_k\big(f(x_k;\rho)-y_k\big)^2,\qquad
-          \Phi(\omega;\rho)=\frac1n\sum_k\big(f(x_k;\rho)-y_k\big)\,a\,\sigma(\langle w,x_k\rangle+b),
+.. math::
+
+    R(\rho)=\frac1{2n}\sum_k\big(f(x_k;\rho)-y_k\big)^2,
+
+    \Phi(\omega;\rho)=\frac1n\sum_k\big(f(x_k;\rho)-y_k\big)\,a\,\sigma(\langle w,x_k\rangle+b),
 
 ``Phi`` being its first variation (the function ``Psi`` of Mei et al.). The model implements the
 :class:`~mfattn.particles.ParticleModel` protocol, so :func:`mfattn.dynamics.sgd` runs the particle
