@@ -31,7 +31,8 @@ ALT_PATH := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_
 .PHONY: help venv test unit nbval nbval-alt book check-html execute clean
 help:
 	@echo "make book     build the book (executes every chapter, ci profile) into _build/html"
-	@echo "make test     unit and oracle tests, chapter sync check, nbval over the committed notebooks"
+	@echo "make test     unit and oracle tests, the docstrings' examples (doctests), chapter sync check,"
+	@echo "              nbval over the committed notebooks"
 	@echo "              on this CPU's kernels, then nbval again on another kernel path (make nbval-alt)"
 	@echo "make check-html  open every page of _build/html in headless Chromium (Debian's chromium package)"
 	@echo "              and fail on console errors, remote requests, unrendered math, images without alt"
@@ -50,11 +51,11 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	@mkdir -p $(STATE)
-	$(BIN)/python -m pytest -p no:cacheprovider tests notebooks $(NBVAL)
+	$(BIN)/python -m pytest -p no:cacheprovider tests src/mfattn --doctest-modules notebooks $(NBVAL)
 	$(MAKE) --no-print-directory nbval-alt
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider tests
+	$(BIN)/python -m pytest -p no:cacheprovider tests src/mfattn --doctest-modules
 
 nbval: $(STAMP)
 	@mkdir -p $(STATE)

@@ -256,6 +256,9 @@ def test_orbit_distance(task, star):
     assert d[0] < 1e-12 and d[1] < 1e-10
     assert math.isclose(float(d[2]), 1e-4, rel_tol=1e-3)  # normal offsets are distances to first order
     assert d[3] < 0.05 ** 2 * 10  # tangent offsets leave the orbit at second order
+    # the orbit of the saddle omega = 0 is the point itself (its fitted starts are singular)
+    zero = torch.zeros_like(w)
+    assert torch.allclose(st.orbit_distance(m, zero, pts), pts.norm(dim=1), rtol=1e-12)
 
 
 # ------------------------------------------------------------------------------ validation

@@ -10,4 +10,4 @@ from .model import HeadModel
 from .softmax import cross_entropy, entropy, softmax_jacobian
 
 __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

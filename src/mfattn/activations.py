@@ -21,6 +21,33 @@ __all__ = ["Activation", "ACTIVATIONS", "get_activation"]
 
 
 class Activation(NamedTuple):
+    r"""An activation :math:`\sigma`, its derivative :math:`\sigma'` and its primitive :math:`\Sigma`.
+
+    The three maps act elementwise on tensors of any shape and keep their dtype. The primitive
+    satisfies :math:`\Sigma' = \sigma` and :math:`\Sigma(0) = 0`. The built-in ones are in
+    ``ACTIVATIONS`` and are looked up by :func:`get_activation`.
+
+    Parameters
+    ----------
+    name : str
+        The key of the activation in ``ACTIVATIONS``.
+    f : callable, Tensor -> Tensor of the same shape
+        The activation :math:`\sigma`.
+    df : callable, Tensor -> Tensor of the same shape
+        Its derivative :math:`\sigma'`.
+    primitive : callable, Tensor -> Tensor of the same shape
+        Its primitive :math:`\Sigma`, zero at zero.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.activations import Activation
+    >>> square = Activation("square", lambda u: u * u, lambda u: 2 * u, lambda u: u**3 / 3)
+    >>> u = torch.tensor([-3.0, 0.0, 3.0], dtype=torch.float64)
+    >>> square.name, square.f(u).tolist(), square.df(u).tolist(), square.primitive(u).tolist()
+    ('square', [9.0, 0.0, 9.0], [-6.0, 0.0, 6.0], [-9.0, 0.0, 9.0])
+    """
+
     name: str
     f: Callable[[torch.Tensor], torch.Tensor]
     df: Callable[[torch.Tensor], torch.Tensor]
@@ -53,7 +80,39 @@ ACTIVATIONS = {
 
 
 def get_activation(name: str) -> Activation:
-    """The activation called ``name`` (one of ``relu``, ``gelu``, ``tanh``)."""
+    """The activation called ``name`` (one of ``relu``, ``gelu``, ``tanh``).
+
+    Parameters
+    ----------
+    name : str
+        ``"relu"``, ``"gelu"`` or ``"tanh"``.
+
+    Returns
+    -------
+    Activation
+        The activation, its derivative and its primitive (the entry of ``ACTIVATIONS``).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of the three.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.activations import get_activation
+    >>> gelu = get_activation("gelu")
+    >>> u = torch.linspace(-2.0, 2.0, 5, dtype=torch.float64, requires_grad=True)
+    >>> (dSigma,) = torch.autograd.grad(gelu.primitive(u).sum(), u)  # the primitive's derivative
+    >>> bool(torch.allclose(dSigma, gelu.f(u)))
+    True
+    >>> float(gelu.primitive(torch.zeros(1, dtype=torch.float64)))
+    0.0
+    >>> get_activation("sigmoid")
+    Traceback (most recent call last):
+        ...
+    ValueError: activation: expected one of ['gelu', 'relu', 'tanh'], got 'sigmoid'
+    """
     if name not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {name!r}")
     return ACTIVATIONS[name]

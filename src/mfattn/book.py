@@ -21,6 +21,27 @@ def resolve_profile(profiles: dict, profile: str, **overrides) -> SimpleNamespac
     """Settings of ``profile`` with every non-``None`` override applied.
 
     Raises ``ValueError`` for an unknown profile or an override the profile does not define.
+
+    Parameters
+    ----------
+    profiles : dict
+        ``{profile name: {setting: value}}``, the chapter's profile table.
+    profile : str
+        The profile to use, a key of ``profiles``.
+    **overrides
+        Settings of the profile; a ``None`` value keeps the profile's value.
+
+    Returns
+    -------
+    types.SimpleNamespace
+        The settings as attributes, with ``profile`` first.
+
+    Examples
+    --------
+    >>> from mfattn.book import resolve_profile
+    >>> profiles = {"ci": {"n": 64, "T": 1.0}, "paper": {"n": 4096, "T": 20.0}}
+    >>> resolve_profile(profiles, "ci", n=None, T=2.0)
+    namespace(profile='ci', n=64, T=2.0)
     """
     if profile not in profiles:
         raise ValueError(f"profile: {profile!r} is not one of {sorted(profiles)}")
@@ -34,7 +55,31 @@ def resolve_profile(profiles: dict, profile: str, **overrides) -> SimpleNamespac
 
 
 def pick_device(device: str = "auto") -> torch.device:
-    """``"auto"`` is CUDA when present, else CPU; anything else is passed to ``torch.device``."""
+    """``"auto"`` is CUDA when present, else CPU; anything else is passed to ``torch.device``.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        ``"auto"``, or a device such as ``"cpu"`` or ``"cuda:0"``.
+
+    Returns
+    -------
+    torch.device
+        The device.
+
+    Raises
+    ------
+    ValueError
+        If ``device`` is not a valid device.
+
+    Examples
+    --------
+    >>> from mfattn.book import pick_device
+    >>> pick_device("cpu")
+    device(type='cpu')
+    >>> pick_device().type in ("cpu", "cuda")
+    True
+    """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -52,6 +97,28 @@ def fmt(x: float, sig: int = 3, floor: float = 0.0) -> str:
     its size does not. A value with ``|x| < floor`` prints as ``<FLOOR`` (``>-FLOOR`` when negative):
     rounding-level figures (float64 identities, a norm at 1e-16 on one CPU and 0 on another) and the
     floors of local solves then print alike everywhere.
+
+    Parameters
+    ----------
+    x : float
+        The value.
+    sig : int
+        Significant digits, ``>= 0``.
+    floor : float
+        Values of smaller magnitude print as ``<FLOOR`` (finite, ``>= 0``; 0 for none).
+
+    Returns
+    -------
+    str
+        The printed value (``str(x)`` for ``nan`` and infinities).
+
+    Examples
+    --------
+    >>> from mfattn.book import fmt
+    >>> fmt(0.000123456), fmt(-2.0, sig=2)
+    ('1.23e-04', '-2.0e+00')
+    >>> fmt(123456.0, sig=0), fmt(3e-17, floor=1e-12), fmt(-3e-17, floor=1e-12)
+    ('~1e+05', '<1e-12', '>-1e-12')
     """
     if not isinstance(sig, int) or sig < 0:
         raise ValueError(f"sig: expected a non-negative integer, got {sig!r}")
@@ -85,6 +152,39 @@ class Verdict:
     ``ref`` names the results it bears on, as the evidence map (:mod:`mfattn.evidence`) lists them:
     ``"Thm 4.3"``, ``"Prop. 3.4"``, ``"Remark 6.7"``, ``"(15)"``, ``"Thm 6.6.2"`` (item 2), or a
     companion text's result as ``"alvarezlopez2026perceptrons Thm 3.5"``.
+
+    Chapters build verdicts with :func:`check_close`, :func:`check_at_most`, :func:`check_within`,
+    :func:`check_fit` and :func:`check_fit_at_most`, and show them with :func:`report`.
+
+    Attributes
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value.
+    predicted : str
+        The prediction, as text (a value, a bound, an interval).
+    tolerance : str
+        The tolerance and where it comes from.
+    passed : bool
+        The decision.
+    kind : str
+        One of :data:`KINDS`; required (``ValueError`` otherwise).
+    ref : tuple of str
+        The results it bears on (a single string is accepted and wrapped in a tuple).
+    sig : int
+        Significant digits of ``measured`` that the run determines (see :func:`fmt`).
+    floor : float
+        Measured values of smaller magnitude are rounding and print as ``<floor``.
+    status : str
+        ``"PASS"`` or ``"FAIL"`` (a property).
+
+    Examples
+    --------
+    >>> from mfattn.book import Verdict
+    >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
+    >>> v.status, v.ref
+    ('PASS', ('Thm 4.1',))
     """
 
     claim: str  # what is checked, in words
@@ -110,6 +210,22 @@ class Verdict:
         return "PASS" if self.passed else "FAIL"
 
     def line(self) -> str:
+        """The verdict as two lines of plain text, as :func:`report` prints it outside a notebook.
+
+        Returns
+        -------
+        str
+            Status, kind, results and claim on the first line; measured value (through :func:`fmt`),
+            prediction and tolerance on the second.
+
+        Examples
+        --------
+        >>> from mfattn.book import Verdict
+        >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
+        >>> print(v.line())
+        [PASS] (claim; Thm 4.1) slope of the error
+               measured -5.10e-01 | predicted -0.500 | tolerance +-0.05
+        """
         refs = f"; {', '.join(self.ref)}" if self.ref else ""
         return (
             f"[{self.status}] ({self.kind}{refs}) {self.claim}\n"
@@ -118,7 +234,22 @@ class Verdict:
         )
 
     def record(self) -> dict:
-        """The machine-readable form that :func:`report` stores with the executed notebook."""
+        """The machine-readable form that :func:`report` stores with the executed notebook.
+
+        Returns
+        -------
+        dict
+            ``kind``, ``ref`` (a list), ``claim``, ``measured`` (printed by :func:`fmt`),
+            ``predicted``, ``tolerance`` and ``status``, all JSON values.
+
+        Examples
+        --------
+        >>> from mfattn.book import Verdict
+        >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
+        >>> v.record()
+        {'kind': 'claim', 'ref': ['Thm 4.1'], 'claim': 'slope of the error', 'measured': '-5.10e-01',
+         'predicted': '-0.500', 'tolerance': '+-0.05', 'status': 'PASS'}
+        """
         return dict(kind=self.kind, ref=list(self.ref), claim=self.claim,
                     measured=fmt(self.measured, self.sig, self.floor), predicted=self.predicted,
                     tolerance=self.tolerance, status=self.status)
@@ -132,7 +263,41 @@ def check_close(claim: str, measured: float, predicted: float, tol: float, why: 
                 ref=(), sig: int = 3, floor: float = 0.0) -> Verdict:
     """PASS when ``|measured - predicted| <= tol``. ``kind`` (required) and ``ref``: see
     :class:`Verdict`. ``sig`` and ``floor`` say how precisely the run determines ``measured`` (see
-    :func:`fmt`); they change the printout, never the decision."""
+    :func:`fmt`); they change the printout, never the decision.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value (a non-finite value fails).
+    predicted : float
+        The predicted value.
+    tol : float
+        The tolerance.
+    why : str
+        Where the tolerance comes from, appended to it in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    sig : int
+        Significant digits of ``measured`` in the printout (see :func:`fmt`).
+    floor : float
+        Measured values of smaller magnitude print as ``<floor``.
+
+    Returns
+    -------
+    Verdict
+        The verdict, with ``predicted`` and ``tolerance`` printed by :func:`fmt`.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_close
+    >>> v = check_close("risk at the teacher", 0.6931, 0.6932, 1e-3, "float64 rounding", kind="check")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, '6.93e-01', '+-1.00e-03 (float64 rounding)')
+    """
     ok = math.isfinite(measured) and abs(measured - predicted) <= tol
     return _verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""), ok, kind, ref,
                     sig, floor)
@@ -140,7 +305,41 @@ def check_close(claim: str, measured: float, predicted: float, tol: float, why: 
 
 def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "", *, kind: str = None,
                   ref=(), sig: int = 3, floor: float = 0.0) -> Verdict:
-    """PASS when ``measured <= bound + tol`` (keywords: as for :func:`check_close`)."""
+    """PASS when ``measured <= bound + tol`` (keywords: as for :func:`check_close`).
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value (a non-finite value fails).
+    bound : float
+        The upper bound.
+    tol : float
+        The tolerance added to the bound.
+    why : str
+        Where the tolerance comes from, appended to it in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    sig : int
+        Significant digits of ``measured`` in the printout (see :func:`fmt`).
+    floor : float
+        Measured values of smaller magnitude print as ``<floor``.
+
+    Returns
+    -------
+    Verdict
+        The verdict.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most
+    >>> v = check_at_most("logit error", 0.02, 0.05, kind="claim", ref="(15)")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, '<= 5.00e-02', '+0.00e+00')
+    """
     ok = math.isfinite(measured) and measured <= bound + tol
     return _verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok, kind,
                     ref, sig, floor)
@@ -150,7 +349,43 @@ def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=
                  lo_open: bool = False, why: str = "", kind: str = None, ref=(), sig: int = 3) -> Verdict:
     """PASS when ``lo <= measured <= hi`` (``lo <``, ``< hi`` with ``lo_open``, ``hi_open``); with
     ``interval = (a, b)``, a confidence interval of the measurement, the whole interval must lie in
-    the range."""
+    the range.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value (a non-finite value fails).
+    lo, hi : float
+        The ends of the range.
+    interval : tuple of float or None
+        ``(a, b)``, a confidence interval of ``measured``; ``None`` to test the value itself.
+    hi_open, lo_open : bool
+        Whether the range excludes ``hi``, resp. ``lo``.
+    why : str
+        Where the tolerance comes from, appended to it in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    sig : int
+        Significant digits of ``measured`` and of the interval in the printout (see :func:`fmt`).
+
+    Returns
+    -------
+    Verdict
+        The verdict; its tolerance names the interval, or ``point value``.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_within
+    >>> v = check_within("fraction of heads", 0.4, 0.0, 1.0, kind="hypothesis")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, 'in [0.00e+00, 1.00e+00]', 'point value')
+    >>> check_within("rate", 0.95, 0.0, 1.0, interval=(0.9, 1.3), kind="claim").passed
+    False
+    """
     a, b = (measured, measured) if interval is None else interval
     ok = (all(math.isfinite(x) for x in (measured, a, b)) and (lo < a if lo_open else lo <= a)
           and (b < hi if hi_open else b <= hi))
@@ -169,7 +404,37 @@ def _rate(fit) -> tuple[float, float, float]:
 def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = None, ref=()) -> Verdict:
     """PASS when the interval of a fitted rate contains ``predicted``: the slope of a
     :class:`~mfattn.fitting.LogLogFit` or the order of an :class:`~mfattn.fitting.OrderFit`.
-    The measured value printed is the fitted rate itself, the interval goes in the tolerance."""
+    The measured value printed is the fitted rate itself, the interval goes in the tolerance.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    fit : LogLogFit or OrderFit
+        The fit, with its confidence interval.
+    predicted : float
+        The predicted rate.
+    why : str
+        Appended to the tolerance in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+
+    Returns
+    -------
+    Verdict
+        The verdict.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> v = check_fit("error vs N", fit, -0.5, kind="claim", ref="Thm 4.1")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, '-0.500', '95% CI [-0.600, -0.440]')
+    """
     value, lo, hi = _rate(fit)
     tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]" + (f" ({why})" if why else "")
     return _verdict(claim, value, f"{predicted:+.3f}", tol, fit.contains(predicted), kind, ref)
@@ -178,7 +443,38 @@ def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = N
 def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str = None, ref=()) -> Verdict:
     """One-sided test of a fitted rate against an upper *bound* of the paper: PASS unless the whole
     interval lies above ``bound``, i.e. unless the data show a decay significantly slower than the
-    bound allows (a bound allows any faster decay). The measured value printed is the fitted rate."""
+    bound allows (a bound allows any faster decay). The measured value printed is the fitted rate.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    fit : LogLogFit or OrderFit
+        The fit, with its confidence interval.
+    bound : float
+        The upper bound on the rate.
+    why : str
+        Appended to the tolerance in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+
+    Returns
+    -------
+    Verdict
+        The verdict.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit_at_most
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> check_fit_at_most("decay of the error", fit, -0.5, kind="claim").passed  # lower end below
+    True
+    >>> check_fit_at_most("decay of the error", fit, -0.7, kind="claim").passed  # whole CI above
+    False
+    """
     value, lo, hi = _rate(fit)
     tol = (f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]; PASS unless the whole CI lies above the bound"
            + (f" ({why})" if why else ""))
@@ -187,7 +483,26 @@ def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str
 
 def summary(verdicts) -> str:
     """The closing count of a chapter: evidence (claims and derived results) apart from
-    hypotheses and checks."""
+    hypotheses and checks.
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The chapter's verdicts.
+
+    Returns
+    -------
+    str
+        One line: the number of verdicts and the PASS and FAIL counts of each group.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most, check_close, summary
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> print(summary(vs))
+    verdicts: 2. Evidence (claims and derived results): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds):
+    0 PASS, 0 FAIL. Checks (hold by construction): 0 PASS, 1 FAIL.
+    """
     verdicts = list(verdicts)
 
     def count(kinds):
@@ -201,6 +516,25 @@ def summary(verdicts) -> str:
 
 
 def all_passed(verdicts) -> bool:
+    """Whether every verdict passed (hypotheses and checks included).
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The verdicts.
+
+    Returns
+    -------
+    bool
+        ``True`` when none failed (also for no verdicts).
+
+    Examples
+    --------
+    >>> from mfattn.book import all_passed, check_at_most, check_close
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> all_passed(vs), all_passed(vs[:1])
+    (False, True)
+    """
     return all(v.passed for v in verdicts)
 
 
@@ -215,7 +549,28 @@ def _esc(text: str) -> str:
 
 def verdict_table_html(verdicts) -> str:
     """The verdicts as an HTML table (status, kind and results, claim, measured, predicted,
-    tolerance) that wraps to any column width; PASS and FAIL differ in colour and weight."""
+    tolerance) that wraps to any column width; PASS and FAIL differ in colour and weight.
+
+    The table is followed by the :func:`summary` line.
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The verdicts, one row each.
+
+    Returns
+    -------
+    str
+        The HTML.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most, check_close, verdict_table_html
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> html = verdict_table_html(vs)
+    >>> html.startswith('<table class="mfattn-verdicts"'), html.count('<tr class="mfattn-fail">')
+    (True, 1)
+    """
     rows = []
     for v in verdicts:
         style = _PASS_STYLE if v.passed else _FAIL_STYLE
@@ -256,7 +611,32 @@ def report(verdicts) -> None:
     (:func:`verdict_table_html`), the same lines as plain text elsewhere. Inside a notebook the output
     carries every verdict's :meth:`Verdict.record` in its metadata under ``"mfattn"``;
     :mod:`mfattn.evidence` reads them from the committed notebooks (nbval compares the text and the
-    table, never the metadata)."""
+    table, never the metadata).
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The chapter's verdicts.
+
+    Raises
+    ------
+    ValueError
+        If an item is not a :class:`Verdict`.
+
+    Examples
+    --------
+    Outside IPython the report is printed as plain text:
+
+    >>> from mfattn.book import check_at_most, check_close, report
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> report(vs)
+    [PASS] (claim) a
+           measured 1.00e+00 | predicted 1.00e+00 | tolerance +-1.00e-01
+    [FAIL] (check) b
+           measured 2.00e+00 | predicted <= 1.00e+00 | tolerance +0.00e+00
+    verdicts: 2. Evidence (claims and derived results): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds):
+    0 PASS, 0 FAIL. Checks (hold by construction): 0 PASS, 1 FAIL.
+    """
     verdicts = list(verdicts)
     for v in verdicts:
         if not isinstance(v, Verdict):
@@ -273,7 +653,43 @@ def show_config(cfg, source=None, values=None) -> None:
     folder) the table lists every parameter of the chapter's parameters cell with its value in this
     run (from ``cfg``, else from ``values``, e.g. the notebook's ``globals()``), its value in each
     profile and its comment (:func:`mfattn.chapters.parameter_rows`), as ``python -m mfattn params``
-    prints it."""
+    prints it.
+
+    Parameters
+    ----------
+    cfg : types.SimpleNamespace
+        The run's settings, from :func:`resolve_profile` (at least one).
+    source : str or pathlib.Path or None
+        The chapter's MyST source; ``None`` for the settings of ``cfg`` alone.
+    values : dict or None
+        Values of parameters that ``cfg`` does not hold (e.g. ``globals()``); ``cfg`` wins.
+
+    Raises
+    ------
+    ValueError
+        If ``cfg`` holds no settings.
+
+    Examples
+    --------
+    Outside IPython the table is printed as plain text:
+
+    >>> from mfattn.book import resolve_profile, show_config
+    >>> cfg = resolve_profile({"ci": {"n": 64, "T": 1.0}}, "ci")
+    >>> show_config(cfg)
+    effective parameters: profile='ci', n=64, T=1.0
+
+    and with the chapter's source, one line per parameter:
+
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import profiles
+    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> show_config(resolve_profile(profiles(chapter), "ci"), chapter, values={"device": "cpu"})
+    parameters (this run, then each profile's value):
+      profile = 'ci'  [ci: 'ci', paper: 'paper']
+      device = 'cpu'  [ci: 'cpu', paper: 'cpu']
+    ...
+    """
     items = list(vars(cfg).items())
     if not items:
         raise ValueError("cfg: no settings to show")

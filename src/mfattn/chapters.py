@@ -20,6 +20,25 @@ __all__ = ["Parameter", "parameter_rows", "parameters", "profiles"]
 
 @dataclass(frozen=True)
 class Parameter:
+    """One line ``name = value  # comment`` of a chapter's parameters cell (see :func:`parameters`).
+
+    Attributes
+    ----------
+    name : str
+        The parameter's name.
+    default : object
+        The literal value in the parameters cell; ``None`` when the chapter's profile supplies it.
+    comment : str
+        The line's comment (what the parameter is), ``""`` when the line has none.
+
+    Examples
+    --------
+    >>> from mfattn.chapters import Parameter
+    >>> p = Parameter("seed", 0, "seeds every random draw of the chapter")
+    >>> p.name, p.default
+    ('seed', 0)
+    """
+
     name: str
     default: object  # the value in the parameters cell (None: taken from the profile)
     comment: str  # the line's comment: what the parameter is
@@ -35,7 +54,37 @@ def _cells(path: Path):
 
 
 def parameters(path) -> list[Parameter]:
-    """The parameters of the chapter at ``path``, in the order of its parameters cell."""
+    """The parameters of the chapter at ``path``, in the order of its parameters cell.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source, e.g. ``notebooks/05-stability.md``.
+
+    Returns
+    -------
+    list of Parameter
+        One per single-name assignment of the cell; the values are read with
+        ``ast.literal_eval``, without running the cell.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is not a file or has not exactly one cell tagged ``parameters``.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> chapter = root / "notebooks" / "05-stability.md"
+    >>> from mfattn.chapters import parameters
+    >>> params = parameters(chapter)
+    >>> params[0].name
+    'profile'
+    >>> all(isinstance(p.comment, str) for p in params)
+    True
+    """
     cells = [c for c in _cells(path) if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     if len(cells) != 1:
         raise ValueError(f"path: {path} has {len(cells)} cells tagged 'parameters', expected 1")
@@ -54,7 +103,35 @@ def parameters(path) -> list[Parameter]:
 def profiles(path) -> dict[str, dict]:
     """The chapter's ``PROFILES`` table: ``{profile: {parameter: value}}``. The assignment is evaluated
     on its own, with arithmetic and a few builtins (``dict``, ``range``, ``min``, ...), no names
-    from the chapter."""
+    from the chapter.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    dict of str to dict
+        For each profile (e.g. ``"ci"``, ``"paper"``), the values it gives the parameters left at
+        ``None`` in the parameters cell.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is not a file or has no ``PROFILES = ...`` assignment in a code cell.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> chapter = root / "notebooks" / "05-stability.md"
+    >>> from mfattn.chapters import profiles
+    >>> table = profiles(chapter)
+    >>> sorted(table)
+    ['ci', 'paper']
+    """
     for cell in _cells(path):
         if cell.cell_type != "code":
             continue
@@ -69,7 +146,38 @@ def profiles(path) -> dict[str, dict]:
 
 def parameter_rows(path) -> list[dict]:
     """One row per parameter: name, the value each profile gives it (the cell's own value where the
-    cell sets one), and its comment."""
+    cell sets one), and its comment.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    list of dict
+        In the order of the parameters cell, rows ``{"name": ..., <profile>: value, ...,
+        "comment": ...}`` with one key per profile of :func:`profiles`; the ``profile`` parameter's
+        row gives each profile its own name.
+
+    Raises
+    ------
+    ValueError
+        As :func:`parameters` and :func:`profiles`.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> chapter = root / "notebooks" / "05-stability.md"
+    >>> from mfattn.chapters import parameter_rows
+    >>> rows = parameter_rows(chapter)
+    >>> rows[0]["name"], rows[0]["ci"], rows[0]["paper"]
+    ('profile', 'ci', 'paper')
+    >>> list(rows[0])
+    ['name', 'ci', 'paper', 'comment']
+    """
     table = profiles(path)
     rows = []
     for p in parameters(path):

@@ -46,7 +46,22 @@ __all__ = [
 # ----------------------------------------------------------------- learning-rate profiles
 @dataclass(frozen=True)
 class Constant:
-    """``zeta(t) = value`` (Assumption 3.1 with ``zeta_- = value``)."""
+    """``zeta(t) = value`` (Assumption 3.1 with ``zeta_- = value``).
+
+    A learning-rate profile: calling it gives ``zeta(t)``, :meth:`integral` its integral from 0.
+
+    Attributes
+    ----------
+    value : float, default 1.0
+        The constant learning-rate factor, positive.
+
+    Examples
+    --------
+    >>> from mfattn.dynamics import Constant
+    >>> zeta = Constant(0.5)
+    >>> zeta(3.0), zeta.integral(2.0)
+    (0.5, 1.0)
+    """
 
     value: float = 1.0
 
@@ -57,13 +72,50 @@ class Constant:
         return self.value
 
     def integral(self, t: float) -> float:
+        """The integral of ``zeta`` over ``[0, t]``: ``value * t``.
+
+        Parameters
+        ----------
+        t : float
+            Upper end of the integral.
+
+        Returns
+        -------
+        float
+            ``value * t``.
+
+        Examples
+        --------
+        >>> from mfattn.dynamics import Constant
+        >>> Constant(2.0).integral(1.5)
+        3.0
+        """
         return self.value * t
 
 
 @dataclass(frozen=True)
 class Decaying:
     """zeta(t) = value / (1 + t / t0)^power with 0 < power <= 1: bounded, Lipschitz, and with an
-    infinite integral, as Assumption 3.1 asks (no positive lower bound)."""
+    infinite integral, as Assumption 3.1 asks (no positive lower bound).
+
+    Calling it gives ``zeta(t)``, :meth:`integral` its integral from 0 in closed form.
+
+    Attributes
+    ----------
+    value : float, default 1.0
+        ``zeta(0)``, positive.
+    t0 : float, default 1.0
+        Time scale of the decay, positive.
+    power : float, default 0.5
+        Decay exponent, in ``(0, 1]``.
+
+    Examples
+    --------
+    >>> from mfattn.dynamics import Decaying
+    >>> zeta = Decaying(value=1.0, t0=1.0, power=0.5)
+    >>> zeta(3.0), zeta.integral(3.0)
+    (0.5, 2.0)
+    """
 
     value: float = 1.0
     t0: float = 1.0
@@ -79,6 +131,28 @@ class Decaying:
         return self.value / (1 + t / self.t0) ** self.power
 
     def integral(self, t: float) -> float:
+        """The integral of ``zeta`` over ``[0, t]``, in closed form.
+
+        ``value t0 log(1 + t/t0)`` for ``power = 1``, else
+        ``value t0 ((1 + t/t0)^(1-power) - 1) / (1 - power)``.
+
+        Parameters
+        ----------
+        t : float
+            Upper end of the integral, ``>= 0``.
+
+        Returns
+        -------
+        float
+            The integral, unbounded as ``t`` grows.
+
+        Examples
+        --------
+        >>> import math
+        >>> from mfattn.dynamics import Decaying
+        >>> round(Decaying(power=1.0).integral(math.e - 1), 6)
+        1.0
+        """
         if self.power == 1:
             return self.value * self.t0 * math.log1p(t / self.t0)
         q = 1 - self.power
@@ -99,7 +173,34 @@ class _Callable:
 
 
 def as_profile(zeta):
-    """A learning-rate profile from a number (constant), a profile, or any callable of t."""
+    """A learning-rate profile from a number (constant), a profile, or any callable of t.
+
+    Parameters
+    ----------
+    zeta : float, Constant, Decaying or callable
+        A positive number (a :class:`Constant`), a profile (returned as is), or a function
+        ``t -> zeta(t)`` with a finite ``zeta(0) >= 0``, whose integral is then computed numerically
+        (``scipy.integrate.quad``).
+
+    Returns
+    -------
+    profile
+        An object ``p`` with ``p(t)`` the learning-rate factor and ``p.integral(t)`` its integral over
+        ``[0, t]``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``zeta`` when it is none of these.
+
+    Examples
+    --------
+    >>> from mfattn.dynamics import as_profile
+    >>> as_profile(2.0)
+    Constant(value=2.0)
+    >>> round(as_profile(lambda t: 1 / (1 + t)).integral(1.0), 6)
+    0.693147
+    """
     if isinstance(zeta, (Constant, Decaying, _Callable)):
         return zeta
     if isinstance(zeta, (int, float)) and not isinstance(zeta, bool):
@@ -113,14 +214,62 @@ def as_profile(zeta):
 
 
 def rescaled_time(zeta, t: float) -> float:
-    r"""Rescaled time :math:`\mathsf s(t) = 2\int_0^t\zeta(r)\,dr`, eq. (42)."""
+    r"""Rescaled time :math:`\mathsf s(t) = 2\int_0^t\zeta(r)\,dr`, eq. (42).
+
+    Parameters
+    ----------
+    zeta : float, profile or callable
+        The learning-rate profile, anything :func:`as_profile` accepts.
+    t : float
+        Time, ``>= 0``.
+
+    Returns
+    -------
+    float
+        :math:`\mathsf s(t)`.
+
+    Examples
+    --------
+    >>> from mfattn.dynamics import Decaying, rescaled_time
+    >>> rescaled_time(0.5, 3.0), rescaled_time(Decaying(power=0.5), 3.0)
+    (3.0, 4.0)
+    """
     return 2.0 * as_profile(zeta).integral(t)
 
 
 # --------------------------------------------------------------------------- recording
 @dataclass
 class Trajectory:
-    """What a run records at the recording times (memory independent of the step count)."""
+    """What a run records at the recording times (memory independent of the step count).
+
+    Returned by :func:`sgd`; ``R`` is the number of recording times, ``T / record_every + 1``.
+
+    Attributes
+    ----------
+    times : Tensor (R,), float64
+        Recording times ``t_j = j * record_every``.
+    risk : Tensor (R,), float64
+        Risk (10) of the run's measure on the whole dataset at each recording time.
+    heads : Tensor (R, M, d_omega), model's dtype
+        The first ``M = keep`` heads (all by default) at each recording time.
+    dissipation : Tensor (R,), float64, or None
+        Dissipation (38) of the measure on the whole dataset, when the run was asked for it.
+    stats : dict of str to Tensor (R,), float64, or None
+        The values of each requested statistic of all heads.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import sgd
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> h0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                  dtype=torch.float64)
+    >>> run = sgd(task.model, task.data, h0, eps=0.1, T=1.0, record_every=0.5, keep=2,
+    ...           generator=torch.Generator().manual_seed(1), dissipation=True, progress=False)
+    >>> run.times.tolist(), run.heads.shape, run.dissipation.shape, run.stats
+    ([0.0, 0.5, 1.0], torch.Size([3, 2, 24]), torch.Size([3]), None)
+    """
 
     times: torch.Tensor  # (R,) recording times t_j = j * record_every
     risk: torch.Tensor  # (R,) E_N of the recorded measure, eq. (10)
@@ -176,6 +325,64 @@ def sgd(
     Runs ``T / eps`` steps and records at ``t = j * record_every``, ``j = 0..T/record_every``:
     the risk, the first ``keep`` heads, the dissipation (38) on the full dataset when
     ``dissipation``, and ``statistics``, a dict of functions ``heads (N, d_omega) -> float``.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        The model, e.g. a :class:`~mfattn.model.HeadModel`.
+    data : dataset object
+        The model's dataset (:class:`mfattn.Dataset` for heads), in the model's dtype and device.
+    heads0 : Tensor (N, d_omega)
+        Initial heads :math:`\omega^0`, model's dtype and device.
+    eps : float
+        Step size :math:`\varepsilon`; ``record_every`` must be a whole number of steps.
+    T : float
+        Final time (``T / eps`` steps); a whole number of ``record_every``.
+    record_every : float
+        Time between two recordings.
+    generator : torch.Generator
+        Draws the minibatches (on the CPU).
+    zeta : float, profile or callable, default 1.0
+        Learning-rate profile :math:`\zeta`, anything :func:`as_profile` accepts.
+    batch_size : int or None, default 1
+        Sequences per step, drawn with replacement; ``None`` for full-batch gradient descent.
+    weights : Tensor (N,) or None
+        Fixed weights of the heads, on the simplex; uniform when ``None``.
+    keep : int or None
+        Number of heads recorded (the first ones); all when ``None``.
+    dissipation : bool, default False
+        Also record the dissipation (38).
+    statistics : dict of str to callable, optional
+        Functions of all the heads ``(N, d_omega) -> float``, recorded under their names.
+    progress : bool, default True
+        Show a progress bar over the steps.
+
+    Returns
+    -------
+    Trajectory
+        The recordings at ``R = T / record_every + 1`` times.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid (e.g. ``eps`` when it does not divide ``record_every``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import sgd
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> h0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                  dtype=torch.float64)
+    >>> mean_norm = lambda h: float(h.norm(dim=1).mean())
+    >>> run = sgd(task.model, task.data, h0, eps=0.1, T=1.0, record_every=0.5,
+    ...           generator=torch.Generator().manual_seed(1), statistics={"norm": mean_norm},
+    ...           progress=False)
+    >>> run.times.tolist(), run.heads.shape, run.stats["norm"].shape
+    ([0.0, 0.5, 1.0], torch.Size([3, 5, 24]), torch.Size([3]))
+    >>> bool(run.risk[-1] < run.risk[0])
+    True
     """
     data, heads, weights = _check_start(model, data, heads0, weights)
     per_record, n_records = _grid(T, record_every, eps, "eps")
@@ -226,7 +433,55 @@ def sgd(
 # ------------------------------------------------------------------- reference flow (21)
 @dataclass
 class ReferenceFlow:
-    """The limiting PDE (20) solved by the characteristics (21) of a reference population."""
+    r"""The limiting PDE (20) solved by the characteristics (21) of a reference population.
+
+    Returned by :func:`reference_flow`; ``R`` is the number of recording times and ``K`` the
+    number of Runge-Kutta steps.
+
+    Attributes
+    ----------
+    model : ParticleModel
+        The model the flow was run with.
+    X : Tensor
+        The dataset's inputs (``(n, L, d_x)`` for heads, ``(n, d)`` for the two-layer network): with
+        the stage residuals, all the drift needs.
+    zeta : profile
+        The learning-rate profile (see :func:`as_profile`).
+    step : float
+        Runge-Kutta step ``h``.
+    per_record : int
+        Steps between two recordings.
+    times : Tensor (R,), float64
+        Recording times.
+    risk : Tensor (R,), float64
+        :math:`\mathcal E(\rho_t)` (10) of the reference population.
+    dissipation : Tensor (R,), float64
+        :math:`\mathcal I(\rho_t)` (38) of the reference population.
+    population : Tensor (R, M, d_omega)
+        The first ``M = keep`` particles (all by default) at the recording times.
+    stage_residuals : Tensor (K, 4, ...) or None
+        The residual ``G`` of every Runge-Kutta stage (``(K, 4, n, L, d_x)``, scaled by
+        ``1/(n L)``, for heads); ``None`` when run with ``keep_stages=False``.
+    final : Tensor (N_ref, d_omega) or None
+        Every particle at time ``T``.
+    stats : dict of str to Tensor (R,), float64, or None
+        The values of each requested statistic of all particles.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import reference_flow
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> w0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                  dtype=torch.float64)
+    >>> flow = reference_flow(task.model, task.data, w0, T=1.0, step=0.25, record_every=0.5,
+    ...                       progress=False)
+    >>> flow.times.tolist(), flow.population.shape, flow.final.shape
+    ([0.0, 0.5, 1.0], torch.Size([3, 6, 24]), torch.Size([6, 24]))
+    >>> flow.stage_residuals.shape
+    torch.Size([4, 4, 4, 3, 3])
+    """
 
     model: ParticleModel
     X: torch.Tensor  # (n, L, d_x) for heads, (n, d) for the two-layer network the dataset's sequences (the drift needs only these and G)
@@ -247,6 +502,39 @@ class ReferenceFlow:
 
         A point of the reference population's initial cloud is carried to that particle's path.
         Needs the flow's stage residuals (``reference_flow(..., keep_stages=True)``, the default).
+
+        Parameters
+        ----------
+        omega0 : Tensor (M, d_omega)
+            Starting points, model's dtype and device.
+        progress : bool, default False
+            Show a progress bar over the steps.
+
+        Returns
+        -------
+        Tensor (R, M, d_omega)
+            The points at the flow's recording times ``times``.
+
+        Raises
+        ------
+        ValueError
+            When the flow kept no stage residuals, or naming ``omega0`` when it is invalid.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.dynamics import reference_flow
+        >>> from mfattn.tasks import teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> w0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+        ...                  dtype=torch.float64)
+        >>> flow = reference_flow(task.model, task.data, w0, T=1.0, step=0.25, record_every=0.5,
+        ...                       progress=False)
+        >>> tags = flow.characteristics(w0[:2])
+        >>> tags.shape
+        torch.Size([3, 2, 24])
+        >>> torch.allclose(tags, flow.population[:, :2])
+        True
         """
         if self.stage_residuals is None:
             raise ValueError("characteristics: this flow was run with keep_stages=False and kept no residuals")
@@ -299,6 +587,57 @@ def reference_flow(
     ``keep`` records only the first ``keep`` particles (0: none; all by default) and ``statistics``, a
     dict of functions ``particles (N, d_omega) -> float``, is evaluated on all of them at every
     recording time; the last population is always returned whole, as ``final``.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        The model, e.g. a :class:`~mfattn.model.HeadModel`.
+    data : dataset object
+        The model's dataset, in the model's dtype and device.
+    particles0 : Tensor (N_ref, d_omega)
+        The reference population at ``t = 0`` (uniform weights).
+    T : float
+        Final time; a whole number of ``record_every``.
+    step : float
+        Runge-Kutta step ``h``; ``record_every`` must be a whole number of steps.
+    record_every : float
+        Time between two recordings.
+    zeta : float, profile or callable, default 1.0
+        Learning-rate profile, anything :func:`as_profile` accepts.
+    keep_stages : bool, default True
+        Keep the residual of every stage, for :meth:`ReferenceFlow.characteristics`.
+    keep : int or None
+        Number of particles recorded (the first ones, possibly 0); all when ``None``.
+    statistics : dict of str to callable, optional
+        Functions of all the particles ``(N_ref, d_omega) -> float``, recorded under their names.
+    progress : bool, default True
+        Show a progress bar over the steps.
+
+    Returns
+    -------
+    ReferenceFlow
+        The recordings at ``R = T / record_every + 1`` times, the final population and the stage
+        residuals.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import reference_flow
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> w0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                  dtype=torch.float64)
+    >>> flow = reference_flow(task.model, task.data, w0, T=1.0, step=0.25, record_every=0.5,
+    ...                       keep=0, keep_stages=False, progress=False)
+    >>> flow.population.shape, flow.stage_residuals, flow.final.shape
+    (torch.Size([3, 0, 24]), None, torch.Size([6, 24]))
+    >>> bool((flow.risk.diff() < 0).all()), bool((flow.dissipation >= 0).all())
+    (True, True)
     """
     data, W, weights = _check_start(model, data, particles0, None)
     per_record, n_records = _grid(T, record_every, step, "step")
@@ -353,7 +692,34 @@ def reference_flow(
 def err_bound(N: int, eps: float, T: float, d_omega: int, L: int, z: float = 1.0) -> float:
     r"""The error profile :math:`\mathrm{Err}_{N,\varepsilon,T}(z)` of eq. (23): Euler term
     :math:`\varepsilon`, martingale term :math:`\sqrt\varepsilon(\sqrt{d_\omega}+\sqrt{\log N}+z)`,
-    empirical-measure term :math:`N^{-1/2}(\sqrt L+\sqrt{\log(\lfloor T/\varepsilon\rfloor+1)}+z)`."""
+    empirical-measure term :math:`N^{-1/2}(\sqrt L+\sqrt{\log(\lfloor T/\varepsilon\rfloor+1)}+z)`.
+
+    Parameters
+    ----------
+    N : int
+        Number of heads.
+    eps : float
+        SGD step size :math:`\varepsilon`.
+    T : float
+        Time horizon.
+    d_omega : int
+        Dimension of a head.
+    L : int
+        Sequence length.
+    z : float, default 1.0
+        Confidence parameter of the high-probability bound.
+
+    Returns
+    -------
+    float
+        The sum of the three terms (the theorem's constant omitted).
+
+    Examples
+    --------
+    >>> from mfattn.dynamics import err_bound
+    >>> round(err_bound(N=100, eps=0.01, T=1.0, d_omega=24, L=3), 4)
+    1.3025
+    """
     return (eps + math.sqrt(eps) * (math.sqrt(d_omega) + math.sqrt(math.log(N)) + z)
             + (math.sqrt(L) + math.sqrt(math.log(math.floor(T / eps) + 1)) + z) / math.sqrt(N))
 
@@ -380,6 +746,58 @@ def chaos_errors(run: Trajectory, tags: torch.Tensor, reference_population: torc
     * ``d25_tags`` (when ``model`` and ``data`` are given): :math:`|\mathcal E_N(\omega^k)-\mathcal E(\bar\mu^N_{t_k})|`.
 
     Used by chapters 02 and 07.
+
+    Parameters
+    ----------
+    run : Trajectory
+        An :func:`sgd` run; its recorded heads ``(R, N, d_omega)`` are the ones compared.
+    tags : Tensor (R, N, d_omega)
+        The tagged characteristics of the run's recorded initial heads at the same recording times
+        (:meth:`ReferenceFlow.characteristics`).
+    reference_population : Tensor (R, M, d_omega)
+        The reference population at the same recording times (:attr:`ReferenceFlow.population`).
+    reference_risk : Tensor (R,)
+        :math:`\mathcal E(\rho_t)` at the same times (:attr:`ReferenceFlow.risk`).
+    directions : Tensor (P, d_omega)
+        Directions of the linear test functions (normalised here).
+    centers : Tensor (Q, d_omega)
+        Centres of the distance test functions.
+    model : ParticleModel, optional
+        With ``data``, adds ``d25_tags`` (the risk of ``tags`` with uniform weights).
+    data : dataset object, optional
+        The model's dataset, for ``d25_tags``.
+
+    Returns
+    -------
+    dict of str to list of float
+        ``e_max``, ``e_rms``, ``d24``, ``d25``, ``d24_tags`` and, with ``model`` and ``data``,
+        ``d25_tags``, each a list of ``R`` values.
+
+    Raises
+    ------
+    ValueError
+        Naming ``tags`` when its shape differs from ``run.heads``'.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import chaos_errors, reference_flow, sgd
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> g = torch.Generator().manual_seed(0)
+    >>> cloud = torch.randn(12, model.d_omega, generator=g, dtype=torch.float64)
+    >>> h0 = torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
+    >>> ref = reference_flow(model, data, cloud, T=0.4, step=0.1, record_every=0.2, progress=False)
+    >>> run = sgd(model, data, h0, eps=0.1, T=0.4, record_every=0.2, batch_size=None,
+    ...           generator=g, progress=False)
+    >>> out = chaos_errors(run, ref.characteristics(h0), ref.population, ref.risk,
+    ...                    directions=torch.eye(model.d_omega, dtype=torch.float64),
+    ...                    centers=cloud[:2], model=model, data=data)
+    >>> sorted(out)
+    ['d24', 'd24_tags', 'd25', 'd25_tags', 'e_max', 'e_rms']
+    >>> len(out["e_max"]), out["e_max"][0], out["d24_tags"][0]
+    (3, 0.0, 0.0)
     """
     from .transport import lipschitz_discrepancy
 

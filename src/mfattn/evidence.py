@@ -85,7 +85,39 @@ KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION}
 
 def collect(root: Path | str | None = None) -> list[dict]:
     """Every verdict record stored in the committed ``notebooks/*.ipynb`` under ``root`` (the
-    checkout; found from the current folder when omitted), each with its ``chapter``."""
+    checkout; found from the current folder when omitted), each with its ``chapter``.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path or None
+        The checkout that holds ``notebooks/``. ``None``: the current folder or one of its
+        ancestors, else the checkout the package was installed from in editable mode
+        (``mfattn.cli.repo_root``).
+
+    Returns
+    -------
+    list of dict
+        The records of :meth:`mfattn.book.Verdict.record` in notebook order (notebooks sorted by
+        name), each with ``chapter``, the notebook's stem, added.
+
+    Raises
+    ------
+    ValueError
+        If a record has a kind not in :data:`mfattn.book.KINDS` or cites a result that is in neither
+        :data:`RESULTS` nor :data:`COMPANION`.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.book import KINDS
+    >>> from mfattn.evidence import collect
+    >>> records = collect(pathlib.Path(mfattn.__file__).resolve().parents[2])
+    >>> all(r["kind"] in KINDS and r["status"] in ("PASS", "FAIL") for r in records)
+    True
+    >>> sorted(records[0])
+    ['chapter', 'claim', 'kind', 'measured', 'predicted', 'ref', 'status', 'tolerance']
+    """
     if root is None:
         from .cli import repo_root
 
@@ -108,7 +140,34 @@ def collect(root: Path | str | None = None) -> list[dict]:
 
 
 def table(records: list[dict]) -> list[dict]:
-    """One row per result of :data:`RESULTS` and :data:`COMPANION`: its verdicts, or the reason it has none."""
+    """One row per result of :data:`RESULTS` and :data:`COMPANION`: its verdicts, or the reason it has none.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    list of dict
+        In the order of :data:`RESULTS`, then :data:`COMPANION`, rows with keys ``result`` (the
+        name), ``what`` (what it says), ``verdicts`` (the records whose ``ref`` names it) and
+        ``reason`` (why it has none; empty when it has some).
+
+    Examples
+    --------
+    >>> from mfattn.evidence import COMPANION, RESULTS, table
+    >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
+    ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
+    >>> rows = table(rec)
+    >>> len(rows) == len(RESULTS) + len(COMPANION)
+    True
+    >>> row = next(r for r in rows if r["result"] == "Thm 4.1")
+    >>> row["what"], [v["claim"] for v in row["verdicts"]], row["reason"]
+    ('inf E_N - inf E <= C / sqrt(N) (14)', ['error vs N'], '')
+    >>> rows[0]["result"], rows[0]["verdicts"], rows[0]["reason"]
+    ('Lemma 2.1', [], 'no verdict names it yet')
+    """
     rows = []
     for name, what, *why in RESULTS + COMPANION:
         vs = [r for r in records if name in r["ref"]]
@@ -118,7 +177,27 @@ def table(records: list[dict]) -> list[dict]:
 
 
 def counts(records: list[dict]) -> dict:
-    """``{chapter: Counter((kind, status))}``."""
+    """``{chapter: Counter((kind, status))}``.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    dict
+        For every chapter, in order of first appearance, a :class:`collections.Counter` of its
+        ``(kind, status)`` pairs.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import counts
+    >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
+    ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
+    >>> counts(rec)
+    {'02-finite-n': Counter({('claim', 'PASS'): 1})}
+    """
     out: dict = {}
     for r in records:
         out.setdefault(r["chapter"], Counter())[(r["kind"], r["status"])] += 1
@@ -130,7 +209,30 @@ def _esc(s: str) -> str:
 
 
 def markdown(records: list[dict]) -> str:
-    """The evidence page's body (MyST markdown): the per-chapter counts and the map."""
+    """The evidence page's body (MyST markdown): the per-chapter counts and the map.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    str
+        Two Markdown tables: the PASS and FAIL counts per chapter (evidence, hypotheses, checks),
+        then one row per result of :func:`table`.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import markdown
+    >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
+    ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
+    >>> lines = markdown(rec).splitlines()
+    >>> print(lines[2])
+    | [02-finite-n](../notebooks/02-finite-n.md) | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL | 0 PASS, 0 FAIL |
+    >>> print(next(line for line in lines if line.startswith("| Thm 4.1 ")))
+    | Thm 4.1 | inf E_N - inf E <= C / sqrt(N) (14) | **PASS** claim: error vs N (02) |
+    """
     lines = ["| chapter | claims and derived | hypotheses | checks |", "|---|---|---|---|"]
     for ch, c in counts(records).items():
         def cell(kinds):

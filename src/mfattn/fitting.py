@@ -9,7 +9,36 @@ from scipy import stats
 
 
 class LogLogFit(NamedTuple):
-    """Least-squares fit ``log y = intercept + slope * log x`` with a t-interval on the slope."""
+    """Least-squares fit ``log y = intercept + slope * log x`` with a t-interval on the slope.
+
+    A named tuple returned by :func:`loglog_fit`, with the fields below; its floats are NumPy
+    ``float64`` scalars.
+
+    Parameters
+    ----------
+    slope : float
+        The least-squares slope in log-log coordinates (the fitted rate).
+    intercept : float
+        The intercept ``log c`` of the fit ``y ~ c x^slope``.
+    slope_lo : float
+        Lower end of the Student-t confidence interval on the slope.
+    slope_hi : float
+        Upper end of that interval.
+    level : float
+        Confidence level of the interval, in (0, 1).
+    n : int
+        Number of points fitted.
+
+    Examples
+    --------
+    >>> from mfattn.fitting import loglog_fit
+    >>> x = [1, 2, 4, 8, 16]
+    >>> fit = loglog_fit(x, [3.1, 0.74, 0.19, 0.046, 0.0118])
+    >>> round(float(fit.slope), 3), fit.n, fit.level
+    (-2.008, 5, 0.95)
+    >>> bool(fit.slope_lo < fit.slope < fit.slope_hi)
+    True
+    """
 
     slope: float
     intercept: float
@@ -19,9 +48,49 @@ class LogLogFit(NamedTuple):
     n: int  # number of points
 
     def predict(self, x):
+        """The fitted power law ``exp(intercept) * x^slope`` at ``x``.
+
+        Parameters
+        ----------
+        x : float or array-like of positive floats
+            Where to evaluate the fit.
+
+        Returns
+        -------
+        numpy.ndarray of float64, the shape of ``x``
+            The fitted values.
+
+        Examples
+        --------
+        >>> from mfattn.fitting import LogLogFit
+        >>> fit = LogLogFit(slope=-2.0, intercept=0.0, slope_lo=-2.1,
+        ...                 slope_hi=-1.9, level=0.95, n=5)
+        >>> fit.predict([1.0, 2.0, 4.0]).tolist()
+        [1.0, 0.25, 0.0625]
+        """
         return np.exp(self.intercept) * np.asarray(x, dtype=float) ** self.slope
 
     def contains(self, slope: float) -> bool:
+        """Whether ``slope`` lies in the confidence interval ``[slope_lo, slope_hi]``.
+
+        Parameters
+        ----------
+        slope : float
+            A rate to test, e.g. the one a theorem predicts.
+
+        Returns
+        -------
+        bool
+            ``slope_lo <= slope <= slope_hi``.
+
+        Examples
+        --------
+        >>> from mfattn.fitting import LogLogFit
+        >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6,
+        ...                 slope_hi=-0.44, level=0.95, n=8)
+        >>> bool(fit.contains(-0.5)), bool(fit.contains(-1.0))
+        (True, False)
+        """
         return self.slope_lo <= slope <= self.slope_hi
 
 
@@ -30,6 +99,37 @@ def loglog_fit(x, y, *, level: float = 0.95) -> LogLogFit:
 
     Repeated ``x`` values (several seeds per grid point) are allowed; the interval is the
     Student-t interval of the OLS slope, ``slope +- t_{n-2} * se``.
+
+    Parameters
+    ----------
+    x : array-like of float (n,)
+        Positive, finite abscissae, at least two of them distinct (any shape; flattened).
+    y : array-like of float (n,)
+        Positive, finite values, the shape of ``x``.
+    level : float, optional
+        Confidence level of the interval on the slope, in (0, 1); default 0.95.
+
+    Returns
+    -------
+    LogLogFit
+        The slope, the intercept and the interval, with ``level`` and ``n``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, there are fewer than 3 points, a value is not positive and finite,
+        ``level`` is outside (0, 1), or all ``x`` are equal.
+
+    Examples
+    --------
+    >>> from mfattn.fitting import loglog_fit
+    >>> x = [1, 2, 4, 8, 16]
+    >>> fit = loglog_fit(x, [3.1, 0.74, 0.19, 0.046, 0.0118])
+    >>> lo, hi = float(fit.slope_lo), float(fit.slope_hi)
+    >>> round(float(fit.slope), 3), round(lo, 3), round(hi, 3)
+    (-2.008, -2.04, -1.977)
+    >>> bool(fit.contains(-2.0))
+    True
     """
     x = np.asarray(x, dtype=float).ravel()
     y = np.asarray(y, dtype=float).ravel()
@@ -51,7 +151,32 @@ def loglog_fit(x, y, *, level: float = 0.95) -> LogLogFit:
 
 
 class OrderFit(NamedTuple):
-    """Asymptotic order of ``err ~ c h^order`` as ``h -> 0`` (see :func:`asymptotic_order`)."""
+    """Asymptotic order of ``err ~ c h^order`` as ``h -> 0`` (see :func:`asymptotic_order`).
+
+    A named tuple with the fields below; its floats are NumPy ``float64`` scalars.
+
+    Parameters
+    ----------
+    order : float
+        The local slopes extrapolated to ``h = 0``: the estimated order.
+    order_lo : float
+        Lower end of the interval on the order.
+    order_hi : float
+        Upper end of that interval.
+    level : float
+        Confidence level of the interval, in (0, 1).
+    n : int
+        Number of local slopes used (over every run).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.fitting import asymptotic_order
+    >>> h = np.array([0.1, 0.05, 0.025, 0.0125])
+    >>> fit = asymptotic_order(h, h**2 * (1 + h))
+    >>> round(float(fit.order), 3), fit.n
+    (2.002, 3)
+    """
 
     order: float  # extrapolated local slope at h = 0
     order_lo: float
@@ -60,6 +185,26 @@ class OrderFit(NamedTuple):
     n: int  # number of local slopes used
 
     def contains(self, order: float) -> bool:
+        """Whether ``order`` lies in the interval ``[order_lo, order_hi]``.
+
+        Parameters
+        ----------
+        order : float
+            An order to test, e.g. an integrator's nominal order.
+
+        Returns
+        -------
+        bool
+            ``order_lo <= order <= order_hi``.
+
+        Examples
+        --------
+        >>> from mfattn.fitting import OrderFit
+        >>> fit = OrderFit(order=1.02, order_lo=0.95, order_hi=1.09,
+        ...                level=0.95, n=6)
+        >>> bool(fit.contains(1.0)), bool(fit.contains(2.0))
+        (True, False)
+        """
         return self.order_lo <= order <= self.order_hi
 
 
@@ -74,6 +219,38 @@ def asymptotic_order(h, err, *, level: float = 0.95) -> OrderFit:
     used instead, and the half-width is at least the change from the linear extrapolation
     (Richardson's error estimate), so that noise-free errors get an honest interval too. A
     plain log-log fit would instead report the slope biased by the higher-order terms.
+
+    Parameters
+    ----------
+    h : array-like of float (S,)
+        At least 3 distinct positive steps (any shape; flattened), in the order of ``err``'s columns.
+    err : array-like of float (R, S) or (S,)
+        Positive, finite errors: one row per run, one column per step.
+    level : float, optional
+        Confidence level of the Student-t interval on the intercept; default 0.95.
+
+    Returns
+    -------
+    OrderFit
+        The extrapolated order with its interval, ``level`` and the number of local slopes.
+
+    Raises
+    ------
+    ValueError
+        If ``err`` does not have one column per step, the steps are fewer than 3, not positive or
+        not distinct, an error is not positive and finite, or there are fewer than 3 local slopes.
+
+    Examples
+    --------
+    Errors of a second-order method with a third-order correction, two runs on three steps:
+
+    >>> import numpy as np
+    >>> from mfattn.fitting import asymptotic_order
+    >>> h = np.array([0.1, 0.05, 0.025])
+    >>> err = np.vstack([h**2 * (1 + h), 2 * h**2 * (1 - h)])
+    >>> fit = asymptotic_order(h, err)
+    >>> fit.n, bool(fit.contains(2.0))
+    (4, True)
     """
     h = np.asarray(h, dtype=float).ravel()
     e = np.atleast_2d(np.asarray(err, dtype=float))

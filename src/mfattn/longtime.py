@@ -56,7 +56,28 @@ def _vector(x, name: str) -> np.ndarray:
 
 # ------------------------------------------------------------------------ energy dissipation (39)
 class EnergyBalance(NamedTuple):
-    """The integrated dissipation identity (39) over a recorded run."""
+    r"""The integrated dissipation identity (39) over a recorded run.
+
+    Returned by :func:`energy_balance`.
+
+    .. rubric:: Fields
+
+    ``drop`` : float
+        :math:`\mathcal E(\rho_{t_0})-\mathcal E(\rho_{t_R})`.
+    ``integral`` : float
+        :math:`\int_{t_0}^{t_R}2\zeta(t)\,\mathcal I(\rho_t)\,dt` by composite Simpson.
+    ``residual`` : float
+        ``drop - integral``: zero for the exact flow and quadrature.
+
+    The property ``relative`` is ``|residual| / |drop|``, the residual relative to the drop.
+
+    Examples
+    --------
+    >>> from mfattn.longtime import EnergyBalance
+    >>> b = EnergyBalance(drop=0.5, integral=0.49, residual=0.01)
+    >>> round(b.relative, 6)
+    0.02
+    """
 
     drop: float  # E(rho_0) - E(rho_T)
     integral: float  # int_0^T 2 zeta(t) I(rho_t) dt by composite Simpson
@@ -64,7 +85,10 @@ class EnergyBalance(NamedTuple):
 
     @property
     def relative(self) -> float:
-        """``|residual| / drop``."""
+        """``|residual| / drop``.
+
+        The absolute value of ``drop`` is taken, and the ratio is infinite when ``drop`` is 0.
+        """
         return abs(self.residual) / abs(self.drop) if self.drop else math.inf
 
 
@@ -75,6 +99,48 @@ def energy_balance(times, risk, dissipation, zeta=1.0) -> EnergyBalance:
 
     ``times`` must be uniform with an even number of intervals (composite Simpson, error
     ``O(dt^4)``); ``risk`` and ``dissipation`` are the values recorded at those times.
+
+    Parameters
+    ----------
+    times : array-like (R,)
+        Increasing, uniformly spaced recording times, ``R - 1`` even and ``R >= 3`` (a sequence, a
+        NumPy array or a tensor).
+    risk : array-like (R,)
+        :math:`\mathcal E(\rho_t)` at those times.
+    dissipation : array-like (R,)
+        :math:`\mathcal I(\rho_t)` (38) at those times, ``>= 0``.
+    zeta : float, profile or callable, default 1.0
+        The learning-rate profile of the run, anything :func:`mfattn.dynamics.as_profile` accepts.
+
+    Returns
+    -------
+    EnergyBalance
+        The drop, the dissipated energy and their difference.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument when the shapes differ, the grid is not uniform with an even number of
+        intervals, or a value is not finite or a dissipation negative.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import reference_flow
+    >>> from mfattn.longtime import energy_balance
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> w0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                  dtype=torch.float64)
+    >>> def balance(h):  # a Runge-Kutta run recorded at every step h
+    ...     flow = reference_flow(task.model, task.data, w0, T=0.4, step=h, record_every=h,
+    ...                           progress=False)
+    ...     return energy_balance(flow.times, flow.risk, flow.dissipation)
+    >>> coarse, fine = balance(0.1), balance(0.05)
+    >>> round(coarse.drop, 3), coarse.relative < 1e-3
+    (0.221, True)
+    >>> 12 < coarse.residual / fine.residual < 20  # fourth order: about 2^4
+    True
     """
     t, E, I = _vector(times, "times"), _vector(risk, "risk"), _vector(dissipation, "dissipation")
     if not (t.shape == E.shape == I.shape):
@@ -95,7 +161,42 @@ def energy_balance(times, risk, dissipation, zeta=1.0) -> EnergyBalance:
 
 # ------------------------------------------------------------- Kurdyka-Lojasiewicz exponent (44)
 class KLFit(NamedTuple):
-    """Fit of ``log I = log c^2 + 2 theta log(E - E_inf)`` over the tail of a run."""
+    r"""Fit of ``log I = log c^2 + 2 theta log(E - E_inf)`` over the tail of a run.
+
+    Returned by :func:`kl_fit`.
+
+    .. rubric:: Fields
+
+    ``theta`` : float
+        Estimated KL exponent :math:`\theta` (half the fitted slope).
+    ``theta_lo``, ``theta_hi`` : float
+        Confidence interval of ``theta`` at ``level`` (it includes the uncertainty of ``E_inf``
+        when that was fitted).
+    ``c_kl`` : float
+        ``exp(intercept / 2)``: the ``c`` of the fitted equality, not a lower bound (see
+        :func:`kl_constant`).
+    ``E_inf`` : float
+        The limit energy, given or estimated.
+    ``E_inf_lo``, ``E_inf_hi`` : float
+        Range of ``E_inf`` compatible with the fit (both equal to ``E_inf`` when it was given).
+    ``fitted`` : bool
+        ``E_inf`` was estimated (True) or given (False).
+    ``level`` : float
+        Confidence level of the intervals.
+    ``n`` : int
+        Number of points in the fit.
+    ``rss`` : float
+        Residual sum of squares of the log-log fit at ``E_inf``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.longtime import kl_fit
+    >>> G = np.geomspace(1.0, 1e-3, 20)
+    >>> fit = kl_fit(0.5 + G, 4.0 * G**1.2, E_inf=0.5)
+    >>> round(float(fit.theta), 6), round(fit.c_kl, 6), fit.fitted, fit.n
+    (0.6, 2.0, False, 20)
+    """
 
     theta: float
     theta_lo: float  # confidence interval of theta (includes the uncertainty of E_inf when fitted)
@@ -110,6 +211,29 @@ class KLFit(NamedTuple):
     rss: float  # residual sum of squares of the log fit at E_inf
 
     def contains(self, theta: float) -> bool:
+        """Whether ``theta`` lies in the confidence interval ``[theta_lo, theta_hi]``.
+
+        Parameters
+        ----------
+        theta : float
+            A candidate exponent.
+
+        Returns
+        -------
+        bool
+            ``theta_lo <= theta <= theta_hi``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import torch
+        >>> from mfattn.longtime import kl_fit
+        >>> G = np.geomspace(1.0, 1e-3, 20)
+        >>> noise = torch.randn(20, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> fit = kl_fit(0.5 + G, 4.0 * G**1.2 * np.exp(0.01 * noise.numpy()), E_inf=0.5)
+        >>> bool(fit.contains(0.6)), bool(fit.contains(0.5))
+        (True, False)
+        """
         return self.theta_lo <= theta <= self.theta_hi
 
 
@@ -133,6 +257,43 @@ def kl_fit(risk, dissipation, *, E_inf: float | None = None, level: float = 0.95
 
     The points of one trajectory are not independent noisy draws: the interval measures how well
     one power law describes the tail, not sampling noise. Pass the tail only (after the transient).
+
+    Parameters
+    ----------
+    risk : array-like (R,)
+        Energies :math:`\mathcal E(\rho_t)` along the tail, ``R >= 5``.
+    dissipation : array-like (R,)
+        Dissipations :math:`\mathcal I(\rho_t)` at the same times, all ``> 0``.
+    E_inf : float, optional
+        The limit energy, below every recorded energy; estimated when ``None``.
+    level : float, default 0.95
+        Confidence level of the intervals, in ``(0, 1)``.
+    grid : int, default 400
+        Number of candidates of the first, coarse scan of ``E_inf`` (when it is estimated).
+
+    Returns
+    -------
+    KLFit
+        The exponent with its interval, the constant of the fitted equality, and ``E_inf`` with its
+        range.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> from mfattn.longtime import kl_fit
+    >>> G = np.geomspace(1.0, 1e-3, 20)
+    >>> noise = torch.randn(20, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> fit = kl_fit(0.5 + G, 4.0 * G**1.2 * np.exp(0.01 * noise.numpy()))
+    >>> fit.fitted, round(float(fit.theta), 2), round(fit.E_inf, 3)
+    (True, 0.6, 0.5)
+    >>> fit.E_inf_lo <= 0.5 <= fit.E_inf_hi, bool(fit.contains(0.6))
+    (True, True)
     """
     E, I = _vector(risk, "risk"), _vector(dissipation, "dissipation")
     if E.shape != I.shape:
@@ -189,7 +350,31 @@ def kl_fit(risk, dissipation, *, E_inf: float | None = None, level: float = 0.95
 
 def local_exponents(risk, dissipation, E_inf: float) -> np.ndarray:
     r"""Local KL exponents between consecutive records, :math:`\theta_j = \tfrac12\,\Delta\log\mathcal I/\Delta\log G`:
-    constant along a flow with an exact power law, drifting where the tail is not yet asymptotic."""
+    constant along a flow with an exact power law, drifting where the tail is not yet asymptotic.
+
+    Parameters
+    ----------
+    risk : array-like (R,)
+        Recorded energies, all above ``E_inf``.
+    dissipation : array-like (R,)
+        Recorded dissipations, all ``> 0``.
+    E_inf : float
+        The limit energy, :math:`G=\mathcal E-\mathcal E_\infty`.
+
+    Returns
+    -------
+    numpy.ndarray (R - 1,)
+        :math:`\theta_j` between the records ``j`` and ``j + 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.longtime import local_exponents
+    >>> G = np.geomspace(1.0, 1e-3, 20)
+    >>> theta = local_exponents(0.5 + G, 4.0 * G**1.2, E_inf=0.5)
+    >>> theta.shape, bool(np.allclose(theta, 0.6))
+    ((19,), True)
+    """
     E, I = _vector(risk, "risk"), _vector(dissipation, "dissipation")
     G = E - E_inf
     if np.any(G <= 0) or np.any(I <= 0):
@@ -200,7 +385,32 @@ def local_exponents(risk, dissipation, E_inf: float) -> np.ndarray:
 def kl_constant(risk, dissipation, E_inf: float, theta: float) -> float:
     r"""The largest :math:`c_{KL}` for which (44), :math:`\mathcal I^{1/2}\ge c_{KL}\,G^\theta`, holds at every
     recorded point: :math:`\min_j \mathcal I_j^{1/2}/G_j^\theta`. With ``theta = 1/2`` its square is the
-    Polyak-Lojasiewicz constant :math:`\lambda` of Remark 6.11."""
+    Polyak-Lojasiewicz constant :math:`\lambda` of Remark 6.11.
+
+    Parameters
+    ----------
+    risk : array-like (R,)
+        Recorded energies, all above ``E_inf``.
+    dissipation : array-like (R,)
+        Recorded dissipations, ``>= 0``.
+    E_inf : float
+        The limit energy.
+    theta : float
+        The KL exponent, in ``[1/2, 1)``.
+
+    Returns
+    -------
+    float
+        :math:`\min_j \mathcal I_j^{1/2}/G_j^\theta`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.longtime import kl_constant
+    >>> G = np.geomspace(1.0, 1e-3, 20)
+    >>> round(kl_constant(0.5 + G, 4.0 * G**1.2, E_inf=0.5, theta=0.6), 6)
+    2.0
+    """
     E, I = _vector(risk, "risk"), _vector(dissipation, "dissipation")
     G = E - E_inf
     if np.any(G <= 0):
@@ -214,7 +424,32 @@ def kl_bound(G0: float, c_kl: float, theta: float, zeta_integral) -> np.ndarray:
     r"""The rate of Theorem 6.10 for :math:`G(t)=\mathcal E(\rho_t)-\mathcal E(\bar\rho)` given
     :math:`G(t_0)=` ``G0`` and ``zeta_integral`` :math:`=\int_{t_0}^t\zeta(r)\,dr` (an array):
     :math:`G_0\exp(-2c^2 Z)` for :math:`\theta=1/2`, else
-    :math:`[G_0^{1-2\theta}+2c^2(2\theta-1)Z]^{-1/(2\theta-1)}`."""
+    :math:`[G_0^{1-2\theta}+2c^2(2\theta-1)Z]^{-1/(2\theta-1)}`.
+
+    Parameters
+    ----------
+    G0 : float
+        The gap at :math:`t_0`, positive.
+    c_kl : float
+        The KL constant :math:`c`, positive.
+    theta : float
+        The KL exponent, in ``[1/2, 1)``.
+    zeta_integral : array-like
+        Values of :math:`Z=\int_{t_0}^t\zeta(r)\,dr`, finite and ``>= 0``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The bound on :math:`G(t)`, of ``zeta_integral``'s shape.
+
+    Examples
+    --------
+    >>> from mfattn.longtime import kl_bound
+    >>> kl_bound(1.0, 1.0, 0.75, [0.0, 1.0, 3.0]).tolist()
+    [1.0, 0.25, 0.0625]
+    >>> [round(float(v), 4) for v in kl_bound(1.0, 1.0, 0.5, [0.0, 1.0])]
+    [1.0, 0.1353]
+    """
     check_positive(G0, "G0")
     check_positive(c_kl, "c_kl")
     if not 0.5 <= theta < 1:
@@ -230,7 +465,35 @@ def kl_bound(G0: float, c_kl: float, theta: float, zeta_integral) -> np.ndarray:
 
 # --------------------------------------------------------------- Remark 6.7: an invariant ball
 class InwardCheck(NamedTuple):
-    """The products ``<omega - omega_c, grad Phi(omega; rho)>`` on the boundary sphere of a ball."""
+    """The products ``<omega - omega_c, grad Phi(omega; rho)>`` on the boundary sphere of a ball.
+
+    Returned by :func:`inward_products`.
+
+    .. rubric:: Fields
+
+    ``points`` : Tensor (P, d_omega)
+        Points on the sphere, model's dtype and device.
+    ``products`` : Tensor (P,)
+        The inward products (``>= 0`` where the field points inwards).
+    ``fraction_inward`` : float
+        Share of points with product ``>= 0``.
+    ``minimum`` : float
+        The most negative product (the strongest outward push).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.longtime import inward_products
+    >>> from mfattn.static import Ball
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> heads = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                     dtype=torch.float64)
+    >>> chk = inward_products(task.model, task.data, heads, None, Ball(3.0), n_points=6,
+    ...                       generator=torch.Generator().manual_seed(1))
+    >>> chk.points.shape, chk.products.shape, 0 <= chk.fraction_inward <= 1
+    (torch.Size([6, 24]), torch.Size([6]), True)
+    """
 
     points: torch.Tensor  # (P, d_omega) points on the sphere
     products: torch.Tensor  # (P,) the inward products (>= 0 where the field points inwards)
@@ -249,6 +512,58 @@ def inward_products(model: HeadModel, data: Dataset, heads, weights, ball: Ball,
     for instance): ``Phi`` is odd under the sign flip of ``W_V``, a linear isometry that fixes such a
     centre, so the product is odd under it too and is negative at the flip of every point where it
     is positive.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The model.
+    data : Dataset
+        The dataset, in the model's dtype and device.
+    heads : Tensor (N, d_omega)
+        Atoms of the measure :math:`\rho`.
+    weights : Tensor (N,) or None
+        Their weights on the simplex; uniform when ``None``.
+    ball : Ball
+        The ball :math:`K_R` (:class:`mfattn.static.Ball`).
+    n_points : int
+        Number of uniform points drawn on the sphere.
+    generator : torch.Generator
+        Draws those points (on the CPU, in float64).
+    points : Tensor (Q, d_omega), optional
+        Further points, projected radially onto the sphere and appended after the drawn ones.
+
+    Returns
+    -------
+    InwardCheck
+        The ``P = n_points + Q`` points, their products, the share of inward ones and the minimum.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    The product is odd under the sign flip of the ``W_V`` block, for a ball centred at the origin:
+
+    >>> import torch
+    >>> from mfattn.longtime import inward_products
+    >>> from mfattn.static import Ball
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> heads = torch.randn(5, model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                     dtype=torch.float64)
+    >>> chk = inward_products(model, data, heads, None, Ball(3.0), n_points=4,
+    ...                       generator=torch.Generator().manual_seed(1))
+    >>> W_Q, W_K, W_V, W_O = model.unpack(chk.points)
+    >>> flipped = model.pack(W_Q, W_K, -W_V, W_O)
+    >>> chk2 = inward_products(model, data, heads, None, Ball(3.0), n_points=1,
+    ...                        generator=torch.Generator().manual_seed(1), points=flipped)
+    >>> chk2.points.shape
+    torch.Size([5, 24])
+    >>> torch.allclose(chk2.products[1:], -chk.products)
+    True
     """
     ball = check_ball(ball)
     generator = check_generator(generator)

@@ -50,13 +50,55 @@ __all__ = ["ParticleModel", "blocks"]
 
 def blocks(n: int, size: int):
     """Slices ``[0, size), [size, 2 size), ...`` covering ``range(n)``: the chunks over which the models
-    stream samples and particles within a memory budget."""
+    stream samples and particles within a memory budget.
+
+    Parameters
+    ----------
+    n : int
+        Length of the range to cover (samples or particles).
+    size : int
+        Length of a chunk, at least 1; the last chunk is shorter when ``size`` does not divide ``n``.
+
+    Yields
+    ------
+    slice
+        ``slice(start, min(start + size, n))`` for ``start = 0, size, 2 size, ...``; none when ``n = 0``.
+
+    Examples
+    --------
+    >>> from mfattn.particles import blocks
+    >>> [(s.start, s.stop) for s in blocks(7, 3)]
+    [(0, 3), (3, 6), (6, 7)]
+    """
     for start in range(0, n, size):
         yield slice(start, min(start + size, n))
 
 
 class ParticleModel:
-    """Base class of the engine's mean-field models: the measure's checks and its sums over particles."""
+    """Base class of the engine's mean-field models: the measure's checks and its sums over particles.
+
+    A subclass provides the validation, the hot path and the static-tool methods listed in the
+    module's description (:meth:`check_data`, :meth:`check_heads`, :meth:`evaluate`,
+    :meth:`grad_at`, :meth:`phi_at`, ...); the methods below that raise ``NotImplementedError`` here
+    are illustrated on :class:`~mfattn.model.HeadModel`, which implements them.
+
+    Attributes
+    ----------
+    d_omega : int
+        Dimension of one particle ``omega``.
+    dtype : torch.dtype
+        Floating dtype of the particles and of the data (a property every model defines).
+    device : torch.device
+        Device of the particles and of the data (a property every model defines).
+
+    Examples
+    --------
+    >>> from mfattn.particles import ParticleModel
+    >>> from mfattn.tasks import teacher_task
+    >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+    >>> isinstance(model, ParticleModel), model.d_omega, model.dtype
+    (True, 24, torch.float64)
+    """
 
     d_omega: int
 
@@ -69,51 +111,394 @@ class ParticleModel:
         raise NotImplementedError
 
     def check_data(self, data):  # pragma: no cover - every model defines it
-        """The dataset (``data.X``, ``data.Y``, ``data.n``), validated against the model."""
+        """The dataset (``data.X``, ``data.Y``, ``data.n``), validated against the model.
+
+        Parameters
+        ----------
+        data : dataset object
+            The model's dataset type (:class:`mfattn.Dataset` for :class:`~mfattn.model.HeadModel`):
+            ``data.X`` the inputs and ``data.Y`` the targets, first axis the ``n`` samples, in the
+            model's dtype and on its device.
+
+        Returns
+        -------
+        dataset object
+            ``data`` itself when it is valid.
+
+        Raises
+        ------
+        ValueError
+            Naming ``data`` when its type, dtype, device or dimensions do not fit the model.
+
+        Examples
+        --------
+        >>> from mfattn.tasks import teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> task.model.check_data(task.data) is task.data
+        True
+        >>> task.model.check_data("sequences")
+        Traceback (most recent call last):
+        ...
+        ValueError: data: expected a mfattn.Dataset, got str
+        """
         raise NotImplementedError
 
     def check_heads(self, heads, name: str = "heads") -> torch.Tensor:  # pragma: no cover
-        """``heads (N, d_omega)`` of the model's dtype and device, finite."""
+        """``heads (N, d_omega)`` of the model's dtype and device, finite.
+
+        Parameters
+        ----------
+        heads : Tensor (N, d_omega)
+            Particles, one per row, ``N >= 1``, finite, in the model's dtype and on its device.
+        name : str, default ``"heads"``
+            Argument name used in the error message.
+
+        Returns
+        -------
+        Tensor (N, d_omega)
+            ``heads`` itself when it is valid.
+
+        Raises
+        ------
+        ValueError
+            Naming ``name`` when the type, shape, dtype or device is wrong or an entry is not finite.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+        >>> heads = torch.zeros(5, model.d_omega, dtype=torch.float64)
+        >>> model.check_heads(heads) is heads
+        True
+        >>> model.check_heads(heads[:, :3], "query")
+        Traceback (most recent call last):
+        ...
+        ValueError: query: dimension 1 has size 3, expected d_omega = 24
+        """
         raise NotImplementedError
 
     def evaluate(self, X, Y, heads, weights, *, phi: bool = False):  # pragma: no cover
-        """``(risk, G, grad Phi at the particles, Phi at the particles or None)``: see the module."""
+        r"""``(risk, G, grad Phi at the particles, Phi at the particles or None)``: see the module.
+
+        The hot path: no validation of the arguments.
+
+        Parameters
+        ----------
+        X : Tensor
+            Inputs, first axis the ``n`` samples: the dataset's ``X`` or a minibatch of it
+            (``(n, L, d_x)`` for :class:`~mfattn.model.HeadModel`).
+        Y : Tensor
+            Targets of the same samples (``(n, L, d_v)`` for :class:`~mfattn.model.HeadModel`).
+        heads : Tensor (N, d_omega)
+            Particles :math:`\omega_i`, model's dtype and device.
+        weights : Tensor (N,)
+            Weights :math:`w_i` of the measure :math:`\rho`, on the simplex.
+        phi : bool, default False
+            Also return :math:`\Phi(\omega_i;\rho)` (11).
+
+        Returns
+        -------
+        risk : Tensor ()
+            The risk (10) of :math:`\rho` on ``X, Y``.
+        G : Tensor
+            The residual: the loss's gradient in the prediction divided by the number of terms of the
+            average, the input of :meth:`grad_at` and :meth:`phi_at` (for
+            :class:`~mfattn.model.HeadModel` ``(softmax z - Y) W_out^T / (n L)``, shape ``(n, L, d_x)``).
+        grad : Tensor (N, d_omega)
+            :math:`\nabla_\omega\Phi(\omega_i;\rho)` (13) at the particles.
+        phi : Tensor (N,) or None
+            :math:`\Phi(\omega_i;\rho)` (11) with ``phi=True``, else ``None``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> g = torch.Generator().manual_seed(0)
+        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> risk, G, grad, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
+        >>> risk.shape, G.shape, grad.shape, phi.shape
+        (torch.Size([]), torch.Size([4, 3, 3]), torch.Size([5, 24]), torch.Size([5]))
+        >>> round(float(risk), 4)
+        1.6279
+        """
         raise NotImplementedError
 
     def grad_at(self, X, G, query) -> torch.Tensor:  # pragma: no cover
-        """``grad Phi (M, d_omega)`` at ``query (M, d_omega)`` for the residual ``G``."""
+        r"""``grad Phi (M, d_omega)`` at ``query (M, d_omega)`` for the residual ``G``.
+
+        The measure enters only through ``G`` (frozen): this moves points that are not particles of
+        the measure, e.g. the tagged characteristics (21). No validation.
+
+        Parameters
+        ----------
+        X : Tensor
+            Inputs, first axis the samples, as for :meth:`evaluate`.
+        G : Tensor
+            The residual returned by :meth:`evaluate` on the same ``X``.
+        query : Tensor (M, d_omega)
+            Points at which to evaluate the gradient.
+
+        Returns
+        -------
+        Tensor (M, d_omega)
+            :math:`\nabla_\omega\Phi(q_j;\rho)` (13) at the rows ``q_j`` of ``query``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> g = torch.Generator().manual_seed(0)
+        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> _, G, grad, _ = model.evaluate(data.X, data.Y, heads, w)
+        >>> torch.allclose(model.grad_at(data.X, G, heads), grad)
+        True
+        >>> model.grad_at(data.X, G, heads[:2]).shape
+        torch.Size([2, 24])
+        """
         raise NotImplementedError
 
     def phi_at(self, X, G, query) -> torch.Tensor:  # pragma: no cover
-        """``Phi (M,)`` at ``query (M, d_omega)`` for the residual ``G``."""
+        r"""``Phi (M,)`` at ``query (M, d_omega)`` for the residual ``G``.
+
+        No validation.
+
+        Parameters
+        ----------
+        X : Tensor
+            Inputs, first axis the samples, as for :meth:`evaluate`.
+        G : Tensor
+            The residual returned by :meth:`evaluate` on the same ``X``.
+        query : Tensor (M, d_omega)
+            Points at which to evaluate the first variation.
+
+        Returns
+        -------
+        Tensor (M,)
+            :math:`\Phi(q_j;\rho)` (11) at the rows ``q_j`` of ``query``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> g = torch.Generator().manual_seed(0)
+        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> _, G, _, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
+        >>> torch.allclose(model.phi_at(data.X, G, heads), phi)
+        True
+        """
         raise NotImplementedError
 
     def grad_phi(self, X, Y, heads, weights) -> torch.Tensor:
-        """:math:`\\nabla_\\omega\\Phi(\\omega_i;\\rho)` at the particles, (N, d_omega), on the samples
-        ``X, Y``: SGD (19) moves particle ``i`` by ``-2 eps zeta`` times its row."""
+        r""":math:`\nabla_\omega\Phi(\omega_i;\rho)` at the particles, (N, d_omega), on the samples
+        ``X, Y``: SGD (19) moves particle ``i`` by ``-2 eps zeta`` times its row.
+
+        No validation (the third output of :meth:`evaluate`).
+
+        Parameters
+        ----------
+        X : Tensor
+            Inputs, first axis the samples: the dataset's or a minibatch's.
+        Y : Tensor
+            Targets of the same samples.
+        heads : Tensor (N, d_omega)
+            Particles :math:`\omega_i`.
+        weights : Tensor (N,)
+            Weights of the measure, on the simplex.
+
+        Returns
+        -------
+        Tensor (N, d_omega)
+            :math:`\nabla_\omega\Phi(\omega_i;\rho)` (13), one row per particle.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> g = torch.Generator().manual_seed(0)
+        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> grad = model.grad_phi(data.X, data.Y, heads, w)
+        >>> grad.shape
+        torch.Size([5, 24])
+        >>> torch.allclose(grad, model.evaluate(data.X, data.Y, heads, w)[2])
+        True
+        """
         return self.evaluate(X, Y, heads, weights)[2]
 
     def risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
-        """``(risk (10), dissipation (38) or None)``, both 0-dim tensors."""
+        r"""``(risk (10), dissipation (38) or None)``, both 0-dim tensors.
+
+        No validation: the recorders of :mod:`mfattn.dynamics` call it at every recording time.
+
+        Parameters
+        ----------
+        X : Tensor
+            Inputs, first axis the samples.
+        Y : Tensor
+            Targets of the same samples.
+        heads : Tensor (N, d_omega)
+            Particles.
+        weights : Tensor (N,)
+            Weights of the measure, on the simplex.
+        dissipation : bool, default True
+            Also compute :math:`\mathcal I(\rho)=\sum_i w_i\|\nabla\Phi(\omega_i;\rho)\|^2` (38).
+
+        Returns
+        -------
+        risk : Tensor ()
+            :math:`\mathcal E(\rho)` (10).
+        dissipation : Tensor () or None
+            :math:`\mathcal I(\rho)` (38), or ``None`` when ``dissipation`` is False.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> g = torch.Generator().manual_seed(0)
+        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> risk, diss = model.risk_and_dissipation(data.X, data.Y, heads, w)
+        >>> round(float(risk), 4), round(float(diss), 4)
+        (1.6279, 0.5171)
+        >>> model.risk_and_dissipation(data.X, data.Y, heads, w, dissipation=False)[1] is None
+        True
+        """
         risk, _, g, _ = self.evaluate(X, Y, heads, weights)
         return risk, (self.weighted_sq_norm(weights, g) if dissipation else None)
 
     def check_measure(self, heads, weights, name: str = "heads"):
-        """``(heads, weights)``: validated particles and weights (uniform when ``weights`` is None)."""
+        """``(heads, weights)``: validated particles and weights (uniform when ``weights`` is None).
+
+        Parameters
+        ----------
+        heads : Tensor (N, d_omega)
+            Particles, checked by :meth:`check_heads`.
+        weights : Tensor (N,) or None
+            Weights on the simplex in the particles' dtype and device, or ``None`` for ``1/N`` each.
+        name : str, default ``"heads"``
+            Argument name of ``heads`` in error messages.
+
+        Returns
+        -------
+        heads : Tensor (N, d_omega)
+            ``heads`` itself.
+        weights : Tensor (N,)
+            ``weights`` itself, or the uniform weights.
+
+        Raises
+        ------
+        ValueError
+            Naming the argument that is invalid.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+        >>> heads, weights = model.check_measure(torch.zeros(4, 24, dtype=torch.float64), None)
+        >>> weights.tolist()
+        [0.25, 0.25, 0.25, 0.25]
+        """
         heads = self.check_heads(heads, name)
         return heads, self.check_weights(weights, heads)
 
     def check_weights(self, weights, heads):
-        """``weights (N,)`` on the simplex, or uniform weights when ``None``."""
+        """``weights (N,)`` on the simplex, or uniform weights when ``None``.
+
+        Parameters
+        ----------
+        weights : Tensor (N,) or None
+            Nonnegative weights summing to one, in ``heads``' dtype and device; ``None`` for ``1/N``.
+        heads : Tensor (N, d_omega)
+            The particles the weights belong to (gives ``N``, the dtype and the device).
+
+        Returns
+        -------
+        Tensor (N,)
+            ``weights`` itself, or the uniform weights.
+
+        Raises
+        ------
+        ValueError
+            Naming ``weights`` when its shape, dtype, device or sum is wrong.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+        >>> heads = torch.zeros(2, model.d_omega, dtype=torch.float64)
+        >>> model.check_weights(None, heads).tolist()
+        [0.5, 0.5]
+        >>> model.check_weights(torch.ones(2, dtype=torch.float64), heads)
+        Traceback (most recent call last):
+        ...
+        ValueError: weights: rows must sum to one ...
+        """
         return check_weights(weights, heads.shape[0], heads)
 
     # Particles interact only through sums over the measure: the prediction and the dissipation (38).
     # Every such sum ends in ``reduce``, the identity here; :class:`mfattn.distributed.ShardedHeadModel`
     # makes it an all-reduce over the processes that each hold a shard of the heads.
     def reduce(self, t: torch.Tensor) -> torch.Tensor:
-        """The sum of ``t`` over the processes that hold shards of the particles: ``t`` itself here."""
+        """The sum of ``t`` over the processes that hold shards of the particles: ``t`` itself here.
+
+        Parameters
+        ----------
+        t : Tensor
+            A partial sum over this process's particles (any shape).
+
+        Returns
+        -------
+        Tensor
+            The sum over all shards, of ``t``'s shape: ``t`` itself in a single process.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.particles import ParticleModel
+        >>> t = torch.ones(3)
+        >>> ParticleModel().reduce(t) is t
+        True
+        """
         return t
 
     def weighted_sq_norm(self, weights: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """``sum_i w_i |g_i|^2``: the dissipation (38) when ``g_i = grad Phi(omega_i; rho)``."""
+        """``sum_i w_i |g_i|^2``: the dissipation (38) when ``g_i = grad Phi(omega_i; rho)``.
+
+        Parameters
+        ----------
+        weights : Tensor (N,)
+            Weights ``w_i`` of the particles.
+        g : Tensor (N, d_omega)
+            One vector per particle.
+
+        Returns
+        -------
+        Tensor ()
+            The weighted sum of squared norms, summed over the shards by :meth:`reduce`.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.particles import ParticleModel
+        >>> w = torch.tensor([0.5, 0.5])
+        >>> g = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+        >>> float(ParticleModel().weighted_sq_norm(w, g))
+        2.5
+        """
         return self.reduce((weights * (g * g).sum(-1)).sum())

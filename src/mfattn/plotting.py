@@ -40,7 +40,21 @@ STYLE = {
 
 
 def use() -> None:
-    """Apply :data:`STYLE` to matplotlib's defaults (the chapters call it once, after their imports)."""
+    """Apply :data:`STYLE` to matplotlib's defaults (the chapters call it once, after their imports).
+
+    Updates ``matplotlib.rcParams`` in place, for every figure made afterwards.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from mfattn import plotting
+    >>> rc = matplotlib.rcParams
+    >>> with matplotlib.rc_context():  # restores the defaults on leaving
+    ...     plotting.use()
+    ...     rc["font.size"], rc["figure.dpi"] == plotting.DPI
+    (10.5, True)
+    """
     import matplotlib as mpl
 
     mpl.rcParams.update(STYLE)
@@ -50,7 +64,42 @@ def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, shar
            sharey: bool = False):
     """A figure of ``n`` panels at the column's width, at most two a row, each row ``height``
     inches high: ``(fig, axes)`` with ``axes`` a flat array of ``n`` axes in reading order (a single
-    axes when ``n == 1``). With an odd ``n > 1`` the last panel takes the whole last row."""
+    axes when ``n == 1``). With an odd ``n > 1`` the last panel takes the whole last row.
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of panels, at least 1; default 1.
+    height : float, optional
+        Height of each row in inches; default 3.2.
+    width : float, optional
+        Width of the figure in inches; default :data:`COLUMN_WIDTH`.
+    sharex, sharey : bool, optional
+        Whether every panel shares its x (y) axis with the first; default ``False``.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure, ``width`` by ``height * ceil(n / 2)`` inches.
+    axes : matplotlib.axes.Axes or numpy.ndarray of Axes (n,)
+        A single axes when ``n == 1``, else the ``n`` axes in reading order.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not a positive integer or a size is not positive.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.plotting import panels
+    >>> fig, axes = panels(3, height=2.5)
+    >>> axes.shape, [round(float(v), 2) for v in fig.get_size_inches()]
+    ((3,), [6.9, 5.0])
+    >>> plt.close(fig)
+    """
     import matplotlib.pyplot as plt
 
     if not isinstance(n, int) or n < 1:

@@ -19,7 +19,26 @@ from .particles import blocks
 
 
 class DerivativeSup(NamedTuple):
-    """Estimated suprema of directional derivatives of psi, per radius and order."""
+    r"""Estimated suprema of directional derivatives of psi, per radius and order.
+
+    Returned by :func:`feature_derivative_sup`.
+
+    .. rubric:: Fields
+
+    ``radii`` : Tensor (R,), float64
+        Radii ``M`` of the parameter sphere.
+    ``sup`` : Tensor (R, max_order + 1), float64
+        ``sup[r, m]``: the largest :math:`\|D^m\psi_l(X;\omega)[u]^m\|_2` found over the points
+        :math:`\|\omega\|=M_r`, the unit directions ``u``, the sequences and the positions ``l``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.smoothness import DerivativeSup
+    >>> est = DerivativeSup(torch.tensor([1.0, 2.0]), torch.zeros(2, 4))
+    >>> est.radii.shape, est.sup.shape
+    (torch.Size([2]), torch.Size([2, 4]))
+    """
 
     radii: torch.Tensor  # (R,) radii M of the parameter sphere
     sup: torch.Tensor  # (R, max_order + 1): max over points, directions, sequences, positions
@@ -53,6 +72,49 @@ def feature_derivative_sup(
     different radii compare the same points. The result is a lower estimate of the
     supremum over the ball (sampled on its boundary sphere, over the sequences of ``X``).
     ``progress`` shows a bar over the radii (silenced by ``TQDM_DISABLE=1``).
+
+    Parameters
+    ----------
+    model : HeadModel
+        The attention model; :math:`\psi` is its per-head logit feature map.
+    X : Tensor (n, L, d_x)
+        Sequences, model's dtype and device.
+    radii : sequence of float (R,)
+        Positive radii ``M`` (a list, an array or a tensor).
+    n_points : int, default 16
+        Number of unit vectors ``p`` (directions of the heads).
+    n_directions : int, default 8
+        Number of unit directions ``u`` per point.
+    max_order : int, default 3
+        Highest derivative order ``m`` (0: the features themselves).
+    generator : torch.Generator
+        Draws the points and directions (on the CPU, in float64).
+    progress : bool, default True
+        Show a progress bar over the radii.
+
+    Returns
+    -------
+    DerivativeSup
+        ``radii (R,)`` and ``sup (R, max_order + 1)``, both float64.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.smoothness import feature_derivative_sup
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> est = feature_derivative_sup(task.model, task.data.X, [1.0, 2.0], n_points=2,
+    ...                              n_directions=2, max_order=2,
+    ...                              generator=torch.Generator().manual_seed(0), progress=False)
+    >>> est.sup.shape, est.sup.dtype
+    (torch.Size([2, 3]), torch.float64)
+    >>> bool(est.sup[1, 0] > est.sup[0, 0])  # the features grow with the radius
+    True
     """
     if not isinstance(model, HeadModel):
         raise ValueError("model: expected a HeadModel")

@@ -29,6 +29,7 @@ eigenvalues are not. This module computes what chapter 05 measures:
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -90,7 +91,47 @@ def _unit(model: HeadModel, v, name: str = "v") -> torch.Tensor:
 # ---------------------------------------------------------------------------------- the group
 def group_action(model: HeadModel, omega: torch.Tensor, G: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
     """``(W_Q G, W_K G^{-T}, W_V M, M^{-1} W_O)``: the head ``omega (..., d_omega)`` moved along its
-    orbit by invertible ``G, M (..., d_k, d_k)``. The features (7) do not change."""
+    orbit by invertible ``G, M (..., d_k, d_k)``. The features (7) do not change.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model (sets ``d_x``, ``d_k``, the dtype and the device).
+    omega : Tensor (..., d_omega), the model's dtype
+        Heads, batched over leading axes.
+    G : Tensor (..., d_k, d_k), the model's dtype
+        Invertible; acts on the query and key blocks.
+    M : Tensor (..., d_k, d_k), the model's dtype
+        Invertible; acts on the value and output blocks.
+
+    Returns
+    -------
+    Tensor (..., d_omega)
+        The moved heads (leading axes broadcast between ``omega``, ``G`` and ``M``).
+
+    Raises
+    ------
+    ValueError
+        If ``G`` or ``M`` is not ``(..., d_k, d_k)`` or is singular.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import group_action
+    >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+    >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
+    >>> moved = group_action(model, omega, G, M)
+    >>> moved.shape
+    torch.Size([24])
+    >>> X = task.data.X
+    >>> torch.allclose(model.features(X, moved[None]), model.features(X, omega[None]))
+    True
+    """
     model = _check_model(model)
     check_tensor(omega, "omega", dtype=model.dtype, device=model.device)
     model.unpack(omega)
@@ -115,6 +156,33 @@ def orbit_generators(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     Row ``a d_k + b`` is the derivative of :func:`group_action` at ``G = I + s E_ab``:
     ``(W_Q E_ab, -W_K E_ab^T, 0, 0)``; row ``d_k^2 + a d_k + b`` is that at ``M = I + s E_ab``:
     ``(0, 0, W_V E_ab, -E_ab W_O)``. They span the orbit's tangent space.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (d_omega,), the model's dtype
+        The point of the orbit.
+
+    Returns
+    -------
+    Tensor (2 d_k^2, d_omega)
+        One generator per row, the ``G`` rows first, then the ``M`` rows.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import orbit_generators
+    >>> gens = orbit_generators(model, omega)
+    >>> gens.shape
+    torch.Size([8, 24])
+    >>> int(torch.linalg.matrix_rank(gens))  # 2 d_k^2: the four blocks have rank d_k
+    8
     """
     model = _check_model(model)
     omega = model.check_omega(omega)
@@ -135,6 +203,33 @@ def dilation_direction(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     :math:`\nabla\Phi(\omega;\rho)=0` it stays zero along this direction, which is therefore in the
     null space of :math:`\nabla^2_\omega\Phi(\omega;\rho)`, in particular of :math:`H_0` (50). It is not
     in that of :math:`H_{tr}` (59): a translation along it changes the logits.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (d_omega,), the model's dtype
+        The head.
+
+    Returns
+    -------
+    Tensor (d_omega,)
+        ``omega`` with its ``W_Q``, ``W_K`` and ``W_O`` blocks set to zero (not normalised).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import dilation_direction
+    >>> d = dilation_direction(model, omega)
+    >>> X = task.data.X
+    >>> psi = model.features(X, omega[None])
+    >>> torch.allclose(model.features(X, (omega + 0.5 * d)[None]), 1.5 * psi)
+    True
     """
     model = _check_model(model)
     omega = model.check_omega(omega)
@@ -156,6 +251,36 @@ def canonical_point(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     distinct). The Hessians (50), (59) at two points of one orbit are congruent, not similar, so
     eigenvalues printed at a minimiser are reproducible only at a fixed point of its orbit: chapter
     05 reports them at this one.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (..., d_omega), the model's dtype
+        Heads, batched over leading axes.
+
+    Returns
+    -------
+    Tensor (..., d_omega)
+        The canonical head of each orbit.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import canonical_point, group_action
+    >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+    >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
+    >>> c = canonical_point(model, omega)
+    >>> torch.allclose(c, canonical_point(model, group_action(model, omega, G, M)))
+    True
+    >>> W_Q, W_K, W_V, W_O = model.unpack(c)
+    >>> torch.allclose(W_Q.T @ W_Q, W_K.T @ W_K), torch.allclose(W_V.T @ W_V, W_O @ W_O.T)
+    (True, True)
     """
     model = _check_model(model)
     check_tensor(omega, "omega", dtype=model.dtype, device=model.device)
@@ -178,7 +303,25 @@ def canonical_point(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
 
 def canonical_sign(v: torch.Tensor) -> torch.Tensor:
     """``v`` or ``-v``, whichever has its entry of largest magnitude positive: eigen- and singular vectors
-    are defined up to sign, and which sign a LAPACK path returns is not reproducible."""
+    are defined up to sign, and which sign a LAPACK path returns is not reproducible.
+
+    Parameters
+    ----------
+    v : Tensor (d,)
+        A vector of any floating dtype.
+
+    Returns
+    -------
+    Tensor (d,)
+        ``v`` itself or ``-v`` (the first entry of largest magnitude decides on ties).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.stability import canonical_sign
+    >>> canonical_sign(torch.tensor([0.5, -2.0, 1.0]))
+    tensor([-0.5000,  2.0000, -1.0000])
+    """
     check_tensor(v, "v", ndim=1)
     i = int(v.abs().argmax())
     return -v if float(v[i]) < 0 else v
@@ -186,7 +329,42 @@ def canonical_sign(v: torch.Tensor) -> torch.Tensor:
 
 def named_tangent(model: HeadModel, omega: torch.Tensor, a: int = 0, b: int = 0) -> torch.Tensor:
     """The unit tangent vector of the orbit generated by ``G = I + s E_ab`` (row ``a d_k + b`` of
-    :func:`orbit_generators`): a tangent direction that does not depend on a basis choice."""
+    :func:`orbit_generators`): a tangent direction that does not depend on a basis choice.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (d_omega,), the model's dtype
+        The point of the orbit.
+    a, b : int
+        Row and column of ``E_ab``, in ``[0, d_k)``.
+
+    Returns
+    -------
+    Tensor (d_omega,)
+        The generator, of unit length.
+
+    Raises
+    ------
+    ValueError
+        If ``a`` or ``b`` is out of range, or the generator vanishes (e.g. at ``omega = 0``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import named_tangent, orbit_tangent
+    >>> t = named_tangent(model, omega, a=0, b=1)
+    >>> t.shape, round(float(t.norm()), 6)
+    (torch.Size([24]), 1.0)
+    >>> round(float((orbit_tangent(model, omega).complement @ t).norm()), 6)  # tangent: no normal part
+    0.0
+    """
     model = _check_model(model)
     k = model.d_k
     if not (0 <= a < k and 0 <= b < k):
@@ -195,6 +373,35 @@ def named_tangent(model: HeadModel, omega: torch.Tensor, a: int = 0, b: int = 0)
 
 
 class OrbitTangent(NamedTuple):
+    """The tangent space of an orbit at a point and its orthogonal complement (:func:`orbit_tangent`).
+
+    A named tuple with the fields below; its property ``dim`` is the dimension ``r`` of the tangent
+    space.
+
+    Parameters
+    ----------
+    basis : Tensor (r, d_omega)
+        Orthonormal rows spanning the tangent space of the orbit; ``r`` is its dimension.
+    complement : Tensor (d_omega - r, d_omega)
+        Orthonormal rows spanning its orthogonal complement.
+    singular_values : Tensor (min(2 d_k^2, d_omega),)
+        Singular values of :func:`orbit_generators`, descending; ``r`` counts those above ``rtol``
+        times the largest.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import orbit_tangent
+    >>> tangent = orbit_tangent(model, omega)
+    >>> tangent.dim, tangent.basis.shape, tangent.complement.shape
+    (8, torch.Size([8, 24]), torch.Size([16, 24]))
+    """
+
     basis: torch.Tensor  # (r, d_omega) orthonormal rows spanning the tangent space of the orbit
     complement: torch.Tensor  # (d_omega - r, d_omega) orthonormal rows spanning its orthogonal complement
     singular_values: torch.Tensor  # (2 d_k^2,) of the generator matrix; the rank r counts those above rtol
@@ -217,6 +424,34 @@ def orbit_tangent(model: HeadModel, omega: torch.Tensor, *, rtol: float = 1e-10)
 
     The dimension is the rank of :func:`orbit_generators` (singular values above ``rtol`` times the
     largest): ``2 d_k^2`` when ``W_Q, W_K, W_V, W_O`` all have rank ``d_k``, 0 at ``omega = 0``.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (d_omega,), the model's dtype
+        The point of the orbit.
+    rtol : float
+        Relative threshold on the singular values of the generators that decides the rank.
+
+    Returns
+    -------
+    OrbitTangent
+        ``basis (r, d_omega)``, ``complement (d_omega - r, d_omega)`` and the singular values.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import orbit_tangent
+    >>> orbit_tangent(model, omega).dim  # 2 d_k^2
+    8
+    >>> orbit_tangent(model, torch.zeros_like(omega)).dim
+    0
     """
     check_positive(rtol, "rtol")
     basis, comp, S = _split_span(orbit_generators(model, omega), rtol)
@@ -225,7 +460,31 @@ def orbit_tangent(model: HeadModel, omega: torch.Tensor, *, rtol: float = 1e-10)
 
 def spectrum(H: torch.Tensor, complement: torch.Tensor | None = None) -> torch.Tensor:
     """Eigenvalues (ascending) of the symmetric ``H``, or of its compression ``Q H Q^T`` to the span of
-    the orthonormal rows ``complement`` (e.g. :attr:`OrbitTangent.complement`)."""
+    the orthonormal rows ``complement`` (e.g. :attr:`OrbitTangent.complement`).
+
+    Parameters
+    ----------
+    H : Tensor (d, d)
+        A square matrix; its symmetric part ``(H + H^T) / 2`` is used.
+    complement : Tensor (m, d) or None
+        Orthonormal rows ``Q`` of the dtype of ``H``; ``None`` for the whole space.
+
+    Returns
+    -------
+    Tensor (d,) or (m,)
+        The eigenvalues, ascending, in the dtype of ``H``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.stability import spectrum
+    >>> H = torch.diag(torch.tensor([3.0, -1.0, 2.0], dtype=torch.float64))
+    >>> spectrum(H)
+    tensor([-1.,  2.,  3.], dtype=torch.float64)
+    >>> Q = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    >>> spectrum(H, Q)
+    tensor([2., 3.], dtype=torch.float64)
+    """
     check_tensor(H, "H", ndim=2)
     if H.shape[0] != H.shape[1]:
         raise ValueError(f"H: expected a square matrix, got {tuple(H.shape)}")
@@ -246,9 +505,44 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     three starts is kept: the least-squares fits ``G_0 = W_Q*^+ W_Q``, ``M_0 = W_V*^+ W_V``, the fits
     from ``W_K`` and ``W_O``, and the identity. The W2 distance of a measure to the set of measures
     carried by the orbit is :math:`(\sum_i w_i d_i^2)^{1/2}` (each head moved to its nearest orbit point).
-    The orbit is not closed where G or M degenerates; near ``omega_star`` the starts agree, far from it
-    (heads that have left the orbit by O(1)) different local minima can be returned, and the value is
-    then an upper bound (CPU and CUDA agreed to 1e-4 relative on a split, to 1.4% on a 256-head cloud).
+    A start whose G or M is singular (a rank-deficient ``omega_star``, e.g. the saddle 0, whose orbit
+    is the point itself) counts as infinitely far. The orbit is not closed where G or M
+    degenerates; near ``omega_star`` the starts agree, far from it (heads that have left the orbit
+    by O(1)) different local minima can be returned, and the value is then an upper bound (CPU and CUDA agreed to 1e-4 relative on a split, to 1.4% on a 256-head cloud).
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega_star : Tensor (d_omega,), the model's dtype
+        The point whose orbit is measured to.
+    heads : Tensor (N, d_omega), the model's dtype
+        The heads whose distances are computed.
+    iters : int
+        Levenberg-Marquardt iterations.
+
+    Returns
+    -------
+    Tensor (N,)
+        The distance of each head to the orbit (the best of the three starts).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import group_action, orbit_distance
+    >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+    >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
+    >>> heads = torch.stack([group_action(model, omega, G, M), omega + 0.1])
+    >>> d = orbit_distance(model, omega, heads, iters=5)
+    >>> d.shape, round(float(d[0]), 6)
+    (torch.Size([2]), 0.0)
+    >>> bool(d[1] <= (heads[1] - omega).norm())  # at most the distance to omega_star itself
+    True
     """
     model = _check_model(model)
     omega_star = model.check_omega(omega_star)
@@ -273,12 +567,17 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     heads = heads.repeat(len(starts), 1)
 
     def residual(q, h):
-        return h - _act(model, omega_star, q[: k * k].reshape(k, k), q[k * k:].reshape(k, k))
+        # inverses that do not raise: a singular G or M (a start fitted to a rank-deficient omega_star,
+        # e.g. the saddle omega = 0) gives a non-finite residual, whose cost counts as +inf below
+        G, M = q[: k * k].reshape(k, k), q[k * k:].reshape(k, k)
+        W_Q, W_K, W_V, W_O = model.unpack(omega_star)
+        G_inv = torch.linalg.inv_ex(G).inverse
+        return h - model.pack(W_Q @ G, W_K @ G_inv.mT, W_V @ M, torch.linalg.solve_ex(M, W_O).result)
 
     res = torch.func.vmap(residual)
     jac = torch.func.vmap(torch.func.jacfwd(residual))
     r = res(p, heads)
-    cost = (r * r).sum(-1)
+    cost = torch.nan_to_num((r * r).sum(-1), nan=math.inf, posinf=math.inf)
     mu = torch.full_like(cost, 1e-3)
     eye = torch.eye(p.shape[1], dtype=p.dtype, device=p.device)
     for _ in range(iters):
@@ -290,7 +589,7 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
         bad = (info != 0) | ~torch.isfinite(p_new).all(-1)
         p_new[bad] = p[bad]
         r_new = res(p_new, heads)
-        c_new = (r_new * r_new).sum(-1)
+        c_new = torch.nan_to_num((r_new * r_new).sum(-1), nan=math.inf, posinf=math.inf)
         better = c_new < cost
         p = torch.where(better[:, None], p_new, p)
         r = torch.where(better[:, None], r_new, r)
@@ -308,7 +607,40 @@ def _single_head(model: HeadModel, data: Dataset, w: torch.Tensor):
 
 
 class DiracPoint(NamedTuple):
-    """A Dirac measure :math:`\\delta_\\omega` and what Theorems 7.5 and 7.8 ask of it."""
+    r"""A Dirac measure :math:`\delta_\omega` and what Theorems 7.5 and 7.8 ask of it.
+
+    A named tuple returned by :func:`analyse_dirac`, with the fields below.
+
+    Parameters
+    ----------
+    omega : Tensor (d_omega,)
+        The head carrying the measure.
+    risk : float
+        :math:`\mathcal E(\delta_\omega)`, eq. (10).
+    grad_norm : float
+        :math:`|\nabla\Phi(\omega;\delta_\omega)|`, zero if and only if the measure is stationary (51).
+    H0 : Tensor (d_omega, d_omega)
+        :math:`H_0`, eq. (50).
+    H_tr : Tensor (d_omega, d_omega)
+        :math:`H_{tr}`, eq. (59).
+    tangent : OrbitTangent
+        The tangent space of the orbit of ``omega`` and its complement.
+    eig_H0, eig_H_tr : Tensor (d_omega,)
+        The eigenvalues of ``H0``, resp. ``H_tr``, on the whole space, ascending.
+    eig_H0_perp, eig_H_tr_perp : Tensor (d_omega - r,)
+        The eigenvalues of ``H0``, resp. ``H_tr``, on the orthogonal complement of the tangent
+        space, ascending.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import analyse_dirac
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> point = analyse_dirac(task.model, task.data, torch.zeros(24, dtype=torch.float64))
+    >>> point.grad_norm, round(point.risk, 4), point.tangent.dim  # omega = 0: stationary, risk log 4
+    (0.0, 1.3863, 0)
+    """
 
     omega: torch.Tensor  # (d_omega,)
     risk: float  # E(delta_omega), eq. (10)
@@ -322,7 +654,33 @@ class DiracPoint(NamedTuple):
     eig_H_tr_perp: torch.Tensor
 
     def null_dim(self, which: str = "H0", rtol: float = 1e-9) -> int:
-        """Eigenvalues with ``|lambda| <= rtol * max|lambda|``: the numerical null-space dimension."""
+        """Eigenvalues with ``|lambda| <= rtol * max|lambda|``: the numerical null-space dimension.
+
+        The scale ``max|lambda|`` is the largest magnitude in both whole-space spectra,
+        ``eig_H0`` and ``eig_H_tr``, whichever spectrum is counted.
+
+        Parameters
+        ----------
+        which : str
+            The spectrum counted: ``"H0"``, ``"H_tr"``, ``"H0_perp"`` or ``"H_tr_perp"``.
+        rtol : float
+            The relative threshold.
+
+        Returns
+        -------
+        int
+            The number of eigenvalues at most ``rtol`` times the scale in magnitude.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.stability import analyse_dirac
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> point = analyse_dirac(task.model, task.data, torch.zeros(24, dtype=torch.float64))
+        >>> point.null_dim("H0"), point.null_dim("H_tr")  # at omega = 0: the W_Q, W_K block, 2 d_x d_k
+        (12, 12)
+        """
         e = {"H0": self.eig_H0, "H_tr": self.eig_H_tr, "H0_perp": self.eig_H0_perp,
              "H_tr_perp": self.eig_H_tr_perp}[which]
         scale = float(torch.cat([self.eig_H0.abs(), self.eig_H_tr.abs()]).max())
@@ -330,8 +688,38 @@ class DiracPoint(NamedTuple):
 
 
 def analyse_dirac(model: HeadModel, data: Dataset, omega: torch.Tensor, *, rtol: float = 1e-10) -> DiracPoint:
-    """Risk, stationarity residual, :math:`H_0` (50), :math:`H_{tr}` (59) and their spectra on the whole
-    space and on the complement of the orbit's tangent space, at :math:`\\delta_\\omega`."""
+    r"""Risk, stationarity residual, :math:`H_0` (50), :math:`H_{tr}` (59) and their spectra on the whole
+    space and on the complement of the orbit's tangent space, at :math:`\delta_\omega`.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data over which the risk (10) and the Hessians are exact averages.
+    omega : Tensor (d_omega,), the model's dtype
+        The head carrying the Dirac measure.
+    rtol : float
+        Rank threshold of :func:`orbit_tangent`.
+
+    Returns
+    -------
+    DiracPoint
+        The risk, ``grad_norm``, both Hessians ``(d_omega, d_omega)``, the orbit's tangent space and
+        the four spectra.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import analyse_dirac
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> point = analyse_dirac(task.model, task.data, torch.zeros(24, dtype=torch.float64))
+    >>> point.H0.shape, point.eig_H0_perp.shape
+    (torch.Size([24, 24]), torch.Size([24]))
+    >>> torch.allclose(point.H0, point.H_tr)  # at omega = 0, H_tr = H_0
+    True
+    """
     model = _check_model(model)
     omega = model.check_omega(omega)
     H0 = model.hessian_first_variation(data, omega, omega[None])
@@ -356,6 +744,44 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     start: equal values from different starts suggest a single minimum modulo the symmetry. The
     returned minimiser is the :func:`canonical_point` of its orbit, so that its Hessians, and every
     rate measured at it, do not depend on where on the orbit the iterations ended.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    generator : torch.Generator
+        Seeds the starts (drawn in float64 on the CPU).
+    n_starts : int
+        Number of Gaussian starts.
+    scale : float
+        Standard deviation of the starts' entries.
+    max_iter : int
+        L-BFGS iterations per start.
+    newton_steps : int
+        Newton steps after L-BFGS (0 for none).
+
+    Returns
+    -------
+    omega_best : Tensor (d_omega,), the model's dtype
+        The canonical point of the first start whose risk is within rounding of the lowest.
+    risks : list of float
+        The risk reached from each start, in order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import canonical_point, single_head_minimum
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega, risks = single_head_minimum(task.model, task.data, generator=g, n_starts=1, max_iter=5,
+    ...                                    newton_steps=0)
+    >>> omega.shape, len(risks)
+    (torch.Size([24]), 1)
+    >>> torch.allclose(canonical_point(task.model, omega), omega)
+    True
     """
     model = _check_model(model)
     data = model.check_data(data)
@@ -396,6 +822,31 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
 
 
 class ZeroHessian(NamedTuple):
+    r"""The closed-form Hessian of :math:`\Phi(\cdot;\rho)` at ``omega = 0`` (:func:`zero_hessian`).
+
+    A named tuple with the fields below.
+
+    Parameters
+    ----------
+    C : Tensor (d_x, d_x)
+        The matrix of the bilinear form :math:`\Phi \approx \operatorname{tr}(W_V W_O C)` near ``omega = 0``.
+    sigma : Tensor (d_x,)
+        The singular values of ``C``, descending.
+    eigenvalues : Tensor (d_omega,)
+        The spectrum of :math:`H_0 = H_{tr}` at ``omega = 0``, ascending.
+    v_min : Tensor (d_omega,)
+        A unit eigenvector of the smallest eigenvalue, ``-sigma[0]``.
+
+    Examples
+    --------
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import zero_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> zh = zero_hessian(task.model, task.data)
+    >>> zh.C.shape, zh.sigma.shape, zh.eigenvalues.shape, zh.v_min.shape
+    (torch.Size([3, 3]), torch.Size([3]), torch.Size([24]), torch.Size([24]))
+    """
+
     C: torch.Tensor  # (d_x, d_x) the matrix of the bilinear form Phi ~ tr(W_V W_O C) near omega = 0
     sigma: torch.Tensor  # (d_x,) singular values of C, descending
     eigenvalues: torch.Tensor  # (d_omega,) the closed-form spectrum of H0 = H_tr at omega = 0, ascending
@@ -423,6 +874,37 @@ def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = N
     ``+-sigma_m(C)``, each ``d_k`` times, and ``2 d_x d_k`` zeros (the ``W_Q, W_K`` block).
     The most negative direction is ``W_V = q_1 e_1^T / sqrt 2``, ``W_O = -e_1 p_1^T / sqrt 2`` for
     the top singular pair ``C = sigma_1 p_1 q_1^T + ...``.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data over which ``C`` is an exact average.
+    heads : Tensor (N, d_omega) or None
+        The atoms of ``rho``, in the model's dtype; ``None`` for :math:`\delta_0`.
+    weights : Tensor (N,) or None
+        Their weights; ``None`` for uniform.
+
+    Returns
+    -------
+    ZeroHessian
+        ``C (d_x, d_x)``, its singular values ``sigma (d_x,)``, the spectrum ``(d_omega,)`` and the
+        most negative direction ``v_min (d_omega,)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import spectrum, zero_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> zh = zero_hessian(task.model, task.data)
+    >>> zero = torch.zeros(24, dtype=torch.float64)
+    >>> H = task.model.hessian_first_variation(task.data, zero, zero[None])  # numerical
+    >>> torch.allclose(spectrum(H), zh.eigenvalues)
+    True
+    >>> bool(torch.isclose(zh.v_min @ H @ zh.v_min, -zh.sigma[0]))
+    True
     """
     model = _check_model(model)
     data = model.check_data(data)
@@ -446,7 +928,37 @@ def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = N
 
 # ----------------------------------------------------------------------- perturbed starts
 def translate(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
-    r""":math:`\delta_{\omega+\varepsilon v}` for the unit vector along ``v``: heads (1, d_omega)."""
+    r""":math:`\delta_{\omega+\varepsilon v}` for the unit vector along ``v``: heads (1, d_omega).
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (d_omega,), the model's dtype
+        The unperturbed head.
+    v : Tensor (d_omega,), the model's dtype
+        The direction (nonzero; normalised here).
+    eps : float
+        The distance moved, :math:`\varepsilon > 0`.
+
+    Returns
+    -------
+    Tensor (1, d_omega)
+        The single translated head.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import dilation_direction, translate
+    >>> heads = translate(model, omega, dilation_direction(model, omega), 0.1)
+    >>> heads.shape, round(float((heads[0] - omega).norm()), 6)
+    (torch.Size([1, 24]), 0.1)
+    """
     omega = _check_model(model).check_omega(omega)
     check_positive(eps, "eps")
     return (omega + eps * _unit(model, v))[None]
@@ -454,7 +966,37 @@ def translate(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float
 
 def split(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) -> torch.Tensor:
     r""":math:`\frac12\delta_{\omega+\varepsilon v}+\frac12\delta_{\omega-\varepsilon v}` (unit ``v``): heads (2, d_omega),
-    uniform weights."""
+    uniform weights.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (d_omega,), the model's dtype
+        The unperturbed head.
+    v : Tensor (d_omega,), the model's dtype
+        The direction (nonzero; normalised here).
+    eps : float
+        The distance of each atom from ``omega``, :math:`\varepsilon > 0`.
+
+    Returns
+    -------
+    Tensor (2, d_omega)
+        The heads ``omega + eps u`` and ``omega - eps u``, ``u = v / |v|``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import named_tangent, split
+    >>> heads = split(model, omega, named_tangent(model, omega), 0.1)
+    >>> heads.shape, torch.allclose(heads.mean(0), omega)
+    (torch.Size([2, 24]), True)
+    """
     omega = _check_model(model).check_omega(omega)
     check_positive(eps, "eps")
     u = _unit(model, v)
@@ -462,7 +1004,39 @@ def split(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) ->
 
 
 def cloud(model: HeadModel, omega: torch.Tensor, r0: float, n: int, *, generator: torch.Generator) -> torch.Tensor:
-    """``n`` heads drawn uniformly in the ball ``B(omega, r0)``: (n, d_omega), uniform weights."""
+    """``n`` heads drawn uniformly in the ball ``B(omega, r0)``: (n, d_omega), uniform weights.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    omega : Tensor (d_omega,), the model's dtype
+        The centre of the ball.
+    r0 : float
+        The radius.
+    n : int
+        The number of heads.
+    generator : torch.Generator
+        Seeds the draw (made in float64 on the CPU, then moved to the dtype and device of ``omega``).
+
+    Returns
+    -------
+    Tensor (n, d_omega)
+        The heads.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model = task.model
+    >>> g = torch.Generator().manual_seed(0)
+    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.stability import cloud
+    >>> heads = cloud(model, omega, 0.2, 5, generator=torch.Generator().manual_seed(1))
+    >>> heads.shape, bool(((heads - omega).norm(dim=1) <= 0.2).all())
+    (torch.Size([5, 24]), True)
+    """
     omega = _check_model(model).check_omega(omega)
     check_positive(r0, "r0")
     check_positive(n, "n", integer=True)
@@ -486,6 +1060,45 @@ def monotonicity_ratio(model: HeadModel, data: Dataset, heads: torch.Tensor, ome
     using :math:`\nabla\Phi(\omega_*;\delta_{\omega_*}) = 0`. Along the flow (21),
     :math:`\frac{d}{dt}W_2^2(\rho_t,\delta_{\omega_*}) = -4\zeta(t)\kappa(\rho_t)W_2^2`, so (45) on a
     stretch of the path is ``kappa(rho_t) >= kappa`` there.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the expectations in :math:`\nabla\Phi` (13).
+    heads : Tensor (N, d_omega), the model's dtype
+        The atoms of ``rho``.
+    omega_star : Tensor (d_omega,), the model's dtype
+        The Dirac stationary point (only its position enters; stationarity is assumed).
+    weights : Tensor (N,) or None
+        The weights of ``rho``; ``None`` for uniform.
+
+    Returns
+    -------
+    float
+        :math:`\kappa(\rho)`.
+
+    Raises
+    ------
+    ValueError
+        If every atom sits at ``omega_star`` (the denominator vanishes).
+
+    Examples
+    --------
+    A small translation along :attr:`ZeroHessian.v_min` at the saddle ``omega = 0`` gives
+    :math:`\kappa \approx v^\top H_{tr} v = -\sigma_1`:
+
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import monotonicity_ratio, translate, zero_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> zh = zero_hessian(task.model, task.data)
+    >>> zero = torch.zeros(24, dtype=torch.float64)
+    >>> heads = translate(task.model, zero, zh.v_min, 1e-3)
+    >>> kappa = monotonicity_ratio(task.model, task.data, heads, zero)
+    >>> round(kappa / -float(zh.sigma[0]), 3)
+    1.0
     """
     model = _check_model(model)
     omega_star = model.check_omega(omega_star)
@@ -499,6 +1112,48 @@ def monotonicity_ratio(model: HeadModel, data: Dataset, heads: torch.Tensor, ome
 
 
 class PerturbationRun(NamedTuple):
+    r"""A run of the reference flow (21) from a perturbed Dirac measure (:func:`perturbation_run`).
+
+    A named tuple with the fields below, each with one entry per recording time, ``R`` in all.
+
+    Parameters
+    ----------
+    times : ndarray (R,)
+        The recording times.
+    zeta : ndarray (R,)
+        The learning rate :math:`\zeta(t)`.
+    zeta_integral : ndarray (R,)
+        :math:`\int_0^t\zeta`.
+    heads : Tensor (R, N, d_omega)
+        The heads (uniform weights).
+    risk : ndarray (R,)
+        :math:`\mathcal E(\rho_t)`.
+    w2 : ndarray (R,)
+        :math:`W_2(\rho_t, \delta_{\omega_*})`.
+    orbit : ndarray (R,)
+        The W2 distance of :math:`\rho_t` to the measures carried by the orbit of ``omega_star``
+        (NaN when not computed).
+    kappa : ndarray (R,)
+        The monotonicity ratio of (45), :func:`monotonicity_ratio`.
+    spread : ndarray (R,)
+        The largest distance between two heads.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+    >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+    >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+    >>> run.heads.shape, run.w2.shape
+    (torch.Size([5, 1, 24]), (5,))
+    >>> bool(run.w2[-1] > run.w2[0])  # omega = 0 is a saddle: the head moves away
+    True
+    """
+
     times: np.ndarray  # (R,)
     zeta: np.ndarray  # (R,) zeta(t)
     zeta_integral: np.ndarray  # (R,) int_0^t zeta
@@ -510,12 +1165,62 @@ class PerturbationRun(NamedTuple):
     spread: np.ndarray  # (R,) largest distance between two heads
 
     def as_dict(self) -> dict:
-        """JSON values (for :func:`mfattn.sweep.run_sweep`, which keeps finished runs on disk)."""
+        """JSON values (for :func:`mfattn.sweep.run_sweep`, which keeps finished runs on disk).
+
+        Returns
+        -------
+        dict
+            ``{field: nested list of floats}`` for every field.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+        >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+        >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+        >>> d = run.as_dict()
+        >>> list(d)[:3], d["times"]
+        (['times', 'zeta', 'zeta_integral'], [0.0, 0.05, 0.1, 0.15, 0.2])
+        """
         return {k: v.tolist() for k, v in self._asdict().items()}
 
     @classmethod
     def from_dict(cls, d: dict, *, dtype=torch.float64, device="cpu") -> "PerturbationRun":
-        """Inverse of :meth:`as_dict`."""
+        """Inverse of :meth:`as_dict`.
+
+        Parameters
+        ----------
+        d : dict
+            The output of :meth:`as_dict` (e.g. read back from JSON).
+        dtype : torch.dtype
+            The dtype of ``heads`` (the other fields are float64 arrays).
+        device : str or torch.device
+            The device of ``heads``.
+
+        Returns
+        -------
+        PerturbationRun
+            The run.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+        >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+        >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+        >>> from mfattn.stability import PerturbationRun
+        >>> back = PerturbationRun.from_dict(run.as_dict())
+        >>> torch.equal(back.heads, run.heads), bool((back.w2 == run.w2).all())
+        (True, True)
+        """
         return cls(**{k: (torch.tensor(d[k], dtype=dtype, device=device) if k == "heads"
                           else np.asarray(d[k], dtype=np.float64)) for k in cls._fields})
 
@@ -527,6 +1232,35 @@ class PerturbationRun(NamedTuple):
         ratio :math:`\kappa(\rho_t)` in place of :math:`\kappa`:
         :math:`W_2(\rho_t)=W_2(\rho_0)e^{-2\int_0^t\zeta\kappa(\rho_s)ds}`. The difference between
         ``every = 1`` and ``every = 2`` estimates the quadrature error (three times it, by Richardson).
+
+        Parameters
+        ----------
+        every : int
+            Use every ``every``-th recording (a positive integer).
+
+        Returns
+        -------
+        times : ndarray (R',)
+            The recording times used, ``R' = ceil(R / every)``.
+        w2 : ndarray (R',)
+            The predicted W2 distance at those times.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+        >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+        >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+        >>> import numpy as np
+        >>> t, w2 = run.gronwall()
+        >>> np.allclose(w2, run.w2, rtol=1e-6)  # an equality up to the quadrature error
+        True
+        >>> run.gronwall(every=2)[0].tolist()
+        [0.0, 0.1, 0.2]
         """
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every: expected a positive integer, got {every!r}")
@@ -536,7 +1270,27 @@ class PerturbationRun(NamedTuple):
 
     def bound(self) -> np.ndarray:
         """Theorem 7.1's bound ``W2(0) exp(-2 kappa_min(t) int_0^t zeta)`` with ``kappa_min(t)`` the smallest
-        ratio met on ``[0, t]`` (the strong monotonicity (45) holds there with that constant)."""
+        ratio met on ``[0, t]`` (the strong monotonicity (45) holds there with that constant).
+
+        Returns
+        -------
+        ndarray (R,)
+            The bound at every recording time.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> model, data = task.model, task.data
+        >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+        >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+        >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+        >>> b = run.bound()
+        >>> b.shape, bool(b[0] == run.w2[0])
+        ((5,), True)
+        """
         kmin = np.minimum.accumulate(self.kappa)
         return self.w2[0] * np.exp(-2.0 * kmin * self.zeta_integral)
 
@@ -544,10 +1298,54 @@ class PerturbationRun(NamedTuple):
 def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omega_star: torch.Tensor, *,
                      T: float, step: float, record_every: float, zeta=1.0, orbit: bool = True,
                      progress: bool = False) -> PerturbationRun:
-    """Run the reference flow (21) from the (uniform) perturbed measure ``heads0`` and measure, at every
-    recording time, the W2 distance to :math:`\\delta_{\\omega_*}`, the distance to the orbit of
+    r"""Run the reference flow (21) from the (uniform) perturbed measure ``heads0`` and measure, at every
+    recording time, the W2 distance to :math:`\delta_{\omega_*}`, the distance to the orbit of
     ``omega_star`` (:func:`orbit_distance`; skipped with ``orbit=False``), the ratio of (45) and the
-    spread of the heads."""
+    spread of the heads.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    heads0 : Tensor (N, d_omega), the model's dtype
+        The initial heads, e.g. from :func:`translate`, :func:`split` or :func:`cloud`.
+    omega_star : Tensor (d_omega,), the model's dtype
+        The Dirac stationary point the distances are measured to.
+    T : float
+        The final time, a whole number of ``record_every``.
+    step : float
+        The integrator's step; ``record_every`` is a whole number of steps.
+    record_every : float
+        The interval between recordings.
+    zeta : float, profile or callable
+        The learning-rate profile :math:`\zeta(t)` (see :func:`mfattn.dynamics.as_profile`).
+    orbit : bool
+        Whether to compute the distance to the orbit (the costliest measurement).
+    progress : bool
+        Whether to show a progress bar.
+
+    Returns
+    -------
+    PerturbationRun
+        The heads and the measurements at the ``R = T / record_every + 1`` recording times.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+    >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+    >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+    >>> run.times.shape, run.heads.shape
+    ((5,), torch.Size([5, 1, 24]))
+    >>> bool((run.kappa < 0).all())  # along v_min the ratio of (45) is negative
+    True
+    """
     model = _check_model(model)
     omega_star = model.check_omega(omega_star)
     flow = reference_flow(model, data, heads0, T=T, step=step, record_every=record_every, zeta=zeta,
@@ -580,6 +1378,31 @@ def predicted_rate(H: torch.Tensor, v: torch.Tensor, eps: float, zeta0: float = 
     its logits move by :math:`O(\varepsilon^2)` only (the first-order terms cancel), the measure term of
     :math:`\nabla\Phi` enters at that order at both atoms alike and drops from the odd combination, and so
     does the even Taylor term, leaving :math:`\varepsilon H_0 v` and a remainder :math:`O(\varepsilon^4)`.
+
+    Parameters
+    ----------
+    H : Tensor (d_omega, d_omega)
+        The Hessian, :math:`H_{tr}` (59) or :math:`H_0` (50).
+    v : Tensor (d_omega,), the dtype of ``H``
+        The direction of the perturbation (normalised here).
+    eps : float
+        The size of the perturbation, :math:`\varepsilon > 0`.
+    zeta0 : float
+        The learning rate at ``t = 0``.
+
+    Returns
+    -------
+    float
+        The predicted :math:`\frac{d}{dt}W_2^2` at ``t = 0``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.stability import predicted_rate
+    >>> H = torch.diag(torch.tensor([-1.0, 2.0], dtype=torch.float64))
+    >>> v = torch.tensor([3.0, 0.0], dtype=torch.float64)
+    >>> round(predicted_rate(H, v, 0.1), 6)  # -4 * 0.1**2 * (-1)
+    0.04
     """
     check_tensor(H, "H", ndim=2)
     check_positive(eps, "eps")
@@ -591,7 +1414,45 @@ def predicted_rate(H: torch.Tensor, v: torch.Tensor, eps: float, zeta0: float = 
 
 def initial_rate(times, values, *, points: int = 5) -> float:
     """``d/dt values`` at ``t = times[0]``: the derivative of the quadratic least-squares fit through
-    the first ``points`` recordings (error ``O(dt^2)`` in the recording interval ``dt``)."""
+    the first ``points`` recordings (error ``O(dt^2)`` in the recording interval ``dt``).
+
+    Parameters
+    ----------
+    times : array_like (R,)
+        The recording times.
+    values : array_like (R,)
+        The values recorded at those times.
+    points : int
+        The number of leading recordings fitted, in ``[3, R]``.
+
+    Returns
+    -------
+    float
+        The fitted derivative at ``times[0]``.
+
+    Examples
+    --------
+    >>> from mfattn.stability import initial_rate
+    >>> t = [0.0, 0.1, 0.2, 0.3, 0.4]
+    >>> round(initial_rate(t, [1 + 2 * s + s * s for s in t]), 6)
+    2.0
+
+    A translation along :attr:`ZeroHessian.v_min` at the saddle ``omega = 0`` grows as
+    :func:`predicted_rate` says:
+
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import perturbation_run, predicted_rate, translate, zero_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> zh, zero = zero_hessian(model, data), torch.zeros(model.d_omega, dtype=torch.float64)
+    >>> heads0 = translate(model, zero, zh.v_min, 0.01)
+    >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+    >>> H = model.translation_hessian(data, zero)
+    >>> rate = initial_rate(run.times, run.w2 ** 2)
+    >>> abs(rate / predicted_rate(H, zh.v_min, 0.01) - 1) < 0.01
+    True
+    """
     t = np.asarray(times, dtype=np.float64)
     y = np.asarray(values, dtype=np.float64)
     if t.ndim != 1 or y.shape != t.shape:

@@ -72,6 +72,30 @@ class Ball:
 
     ``center`` is the origin when omitted (the ball is then invariant under the sign flip of ``W_V``
     and under orthogonal changes of basis inside a head).
+
+    Attributes
+    ----------
+    radius : float
+        The radius, positive.
+    center : Tensor (d_omega,) or None
+        The centre (any dtype and device; it is cast to those of the points it meets), or ``None``
+        for the origin.
+
+    Raises
+    ------
+    ValueError
+        If ``radius`` is not positive or ``center`` is not a 1-dimensional tensor.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.static import Ball
+    >>> ball = Ball(2.5)
+    >>> x = torch.tensor([[6.0, 8.0], [0.0, 1.0]], dtype=torch.float64)
+    >>> ball.norm(x).tolist(), ball.contains(x).tolist()
+    ([10.0, 1.0], [False, True])
+    >>> ball.project(x).tolist()
+    [[1.5, 2.0], [0.0, 1.0]]
     """
 
     radius: float
@@ -83,7 +107,35 @@ class Ball:
             check_tensor(self.center, "center", ndim=1)
 
     def centre_for(self, omega: torch.Tensor) -> torch.Tensor:
-        """The ball's centre in ``omega``'s dtype and device (a 0-dim zero when the ball is centred at 0)."""
+        """The ball's centre in ``omega``'s dtype and device (a 0-dim zero when the ball is centred at 0).
+
+        Parameters
+        ----------
+        omega : Tensor (..., d_omega)
+            Points whose dtype and device the centre takes; their last dimension must match the
+            centre's length.
+
+        Returns
+        -------
+        Tensor (d_omega,) or 0-dim Tensor
+            The centre, or a scalar zero when ``center`` is ``None`` (it broadcasts either way).
+
+        Raises
+        ------
+        ValueError
+            If ``omega``'s last dimension differs from the centre's.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.static import Ball
+        >>> Ball(1.0).centre_for(torch.zeros(4, 3)).shape
+        torch.Size([])
+        >>> ball = Ball(1.0, torch.ones(3, dtype=torch.float64))
+        >>> c = ball.centre_for(torch.zeros(4, 3))
+        >>> c.shape, c.dtype
+        (torch.Size([3]), torch.float32)
+        """
         if self.center is None:
             return torch.zeros((), dtype=omega.dtype, device=omega.device)
         if self.center.shape[0] != omega.shape[-1]:
@@ -91,20 +143,112 @@ class Ball:
         return self.center.to(dtype=omega.dtype, device=omega.device)
 
     def norm(self, omega: torch.Tensor) -> torch.Tensor:
-        """``||omega - center||`` along the last axis."""
+        """``||omega - center||`` along the last axis.
+
+        Parameters
+        ----------
+        omega : Tensor (..., d_omega)
+            Points, one per row.
+
+        Returns
+        -------
+        Tensor (...)
+            Their Euclidean distances to the centre, in ``omega``'s dtype.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.static import Ball
+        >>> ball = Ball(1.0, torch.tensor([1.0, 0.0]))
+        >>> ball.norm(torch.tensor([[4.0, 4.0], [1.0, 0.0]])).tolist()
+        [5.0, 0.0]
+        """
         return (omega - self.centre_for(omega)).norm(dim=-1)
 
     def project(self, omega: torch.Tensor) -> torch.Tensor:
-        """Euclidean projection onto the ball, row by row (points inside are unchanged)."""
+        """Euclidean projection onto the ball, row by row (points inside are unchanged).
+
+        Parameters
+        ----------
+        omega : Tensor (..., d_omega)
+            Points, one per row.
+
+        Returns
+        -------
+        Tensor (..., d_omega)
+            The nearest points of the ball: a point outside is moved along the ray from the
+            centre onto the sphere.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.static import Ball
+        >>> ball = Ball(2.5)
+        >>> ball.project(torch.tensor([[6.0, 8.0], [0.0, 1.0]])).tolist()
+        [[1.5, 2.0], [0.0, 1.0]]
+        """
         c = self.centre_for(omega)
         r = (omega - c).norm(dim=-1, keepdim=True)
         return c + (omega - c) * torch.clamp(self.radius / r.clamp_min(torch.finfo(omega.dtype).tiny), max=1.0)
 
     def contains(self, omega: torch.Tensor, rtol: float = 1e-12) -> torch.Tensor:
+        """Whether each point lies in the ball, up to a relative tolerance on the radius.
+
+        Parameters
+        ----------
+        omega : Tensor (..., d_omega)
+            Points, one per row.
+        rtol : float, optional
+            Points with ``||omega - center|| <= radius * (1 + rtol)`` count as inside (a projected
+            point may land a rounding error outside); default 1e-12.
+
+        Returns
+        -------
+        Tensor of bool (...)
+            ``True`` where the point lies in the ball.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.static import Ball
+        >>> x = torch.tensor([[3.0, 4.0], [3.0, 4.1]])
+        >>> Ball(5.0).contains(x).tolist()
+        [True, False]
+        """
         return self.norm(omega) <= self.radius * (1 + rtol)
 
     def sample_sphere(self, n: int, d: int, *, generator: torch.Generator, dtype=torch.float64, device="cpu"):
-        """``n`` points uniform on the boundary sphere, drawn on the CPU in float64 with ``generator``."""
+        """``n`` points uniform on the boundary sphere, drawn on the CPU in float64 with ``generator``.
+
+        Parameters
+        ----------
+        n : int
+            Number of points, positive.
+        d : int
+            Dimension of the space (``d_omega``; the centre's length when the ball has one).
+        generator : torch.Generator
+            A seeded CPU generator; the draw is the same on every device and dtype.
+        dtype : torch.dtype, optional
+            dtype of the result; default float64.
+        device : str or torch.device, optional
+            Device of the result; default ``"cpu"``.
+
+        Returns
+        -------
+        Tensor (n, d)
+            Points at distance ``radius`` from the centre, in ``dtype`` on ``device``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.static import Ball
+        >>> g = torch.Generator().manual_seed(0)
+        >>> u = Ball(2.0).sample_sphere(5, 3, generator=g)
+        >>> u.shape, u.dtype
+        (torch.Size([5, 3]), torch.float64)
+        >>> [round(r, 12) for r in u.norm(dim=1).tolist()]
+        [2.0, 2.0, 2.0, 2.0, 2.0]
+        """
         check_positive(n, "n", integer=True)
         u = torch.randn(n, d, generator=generator, dtype=torch.float64)
         u = self.radius * u / u.norm(dim=1, keepdim=True)
@@ -114,7 +258,33 @@ class Ball:
 
 
 def check_ball(ball) -> Ball:
-    """``ball`` if it is a :class:`Ball`, else ``ValueError`` naming the argument."""
+    """``ball`` if it is a :class:`Ball`, else ``ValueError`` naming the argument.
+
+    Parameters
+    ----------
+    ball : object
+        The value to check.
+
+    Returns
+    -------
+    Ball
+        ``ball`` itself.
+
+    Raises
+    ------
+    ValueError
+        If ``ball`` is not a :class:`Ball`.
+
+    Examples
+    --------
+    >>> from mfattn.static import Ball, check_ball
+    >>> check_ball(Ball(1.0)).radius
+    1.0
+    >>> check_ball(1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: ball: expected a mfattn.static.Ball, got float
+    """
     if not isinstance(ball, Ball):
         raise ValueError(f"ball: expected a mfattn.static.Ball, got {type(ball).__name__}")
     return ball
@@ -122,7 +292,48 @@ def check_ball(ball) -> Ball:
 
 # ------------------------------------------------------------- the inner problem: min_K Phi
 class PhiMinimum(NamedTuple):
-    """Result of the multistart minimisation of ``Phi(.; rho)`` over ``K``."""
+    """Result of the multistart minimisation of ``Phi(.; rho)`` over ``K``.
+
+    A named tuple returned by :func:`minimize_first_variation`, with the fields below. ``S`` is
+    the number of starts; tensors are in the model's dtype and device.
+
+    Parameters
+    ----------
+    omega : Tensor (d_omega,)
+        The best point found.
+    value : float
+        ``Phi`` at ``omega``: an upper estimate of ``min_K Phi``.
+    points : Tensor (S, d_omega)
+        Every start's final point.
+    values : Tensor (S,)
+        ``Phi`` at those points.
+    n_agree : int
+        Starts whose final value lies within ``agree_tol * max(1, |value|)`` of the best.
+    n_starts : int
+        Number of starts ``S``.
+    residual : float
+        Largest projected-gradient step ``||omega - P(omega - grad Phi)||`` over the agreeing
+        starts (zero at a stationary point of ``Phi`` on ``K``).
+    n_random : int
+        The first ``n_random`` starts are the random points on the sphere, the rest the given ones.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, minimize_first_variation
+    >>> g = torch.Generator().manual_seed(0)
+    >>> d = T.model.d_omega  # 4 d_x d_k = 24
+    >>> heads = torch.randn(2, d, generator=g, dtype=torch.float64) / 2
+    >>> mn = minimize_first_variation(
+    ...     T.model, T.data, heads, None, Ball(8.0), generator=g,
+    ...     n_starts=4, iters=10)
+    >>> mn.points.shape, mn.n_starts, mn.n_random
+    (torch.Size([4, 24]), 4, 4)
+    >>> bool(mn.value == mn.values.min()), 1 <= mn.n_agree <= mn.n_starts
+    (True, True)
+    """
 
     omega: torch.Tensor  # (d_omega,) the best point found
     value: float  # Phi at it: an upper estimate of min_K Phi
@@ -142,6 +353,36 @@ class PhiMinimum(NamedTuple):
         distances from the best value that spread continuously over several decades (about 1e-10
         to 1e-4 on chapter 03's problems); a count at a tolerance inside that spread depends on
         floating-point rounding. A tolerance above it (chapter 03 uses 1e-3) counts the basin.
+
+        Parameters
+        ----------
+        rel_tol : float
+            Relative tolerance, positive.
+        random_only : bool, optional
+            Count only among the first ``n_random`` starts (the random ones); default ``False``.
+
+        Returns
+        -------
+        int
+            The number of starts within the tolerance (at least 1 when the best start is counted).
+
+        Raises
+        ------
+        ValueError
+            If ``rel_tol`` is not positive.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.static import PhiMinimum
+        >>> values = torch.tensor([-2.0, -1.9999, -1.5, -2.0])
+        >>> mn = PhiMinimum(omega=torch.zeros(3), value=-2.0,
+        ...                 points=torch.zeros(4, 3), values=values,
+        ...                 n_agree=2, n_starts=4, residual=0.0, n_random=3)
+        >>> mn.count_within(1e-3), mn.count_within(1e-6)
+        (3, 2)
+        >>> mn.count_within(1e-3, random_only=True)  # among the first 3
+        2
         """
         check_positive(rel_tol, "rel_tol")
         values = self.values[: self.n_random] if random_only else self.values
@@ -188,6 +429,63 @@ def minimize_first_variation(
     on the boundary sphere of ``K`` (drawn with ``generator``; the minimum lies there unless
     ``Phi`` vanishes on ``K``, see the module docstring) and the rows of ``starts``, if given (for
     instance the atoms of ``rho`` and earlier minimisers). All starts descend together, batched.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The attention model.
+    data : Dataset
+        The dataset of the risk: ``X (n, L, d_x)``, ``Y (n, L, d_v)``, in the model's dtype and device.
+    heads : Tensor (N, d_omega)
+        Atoms of ``rho``.
+    weights : Tensor (N,) or None
+        Their weights on the simplex; ``None`` for ``1/N`` each.
+    ball : Ball
+        The set ``K``.
+    generator : torch.Generator
+        Seeded generator of the random starts.
+    n_starts : int, optional
+        Number of random starts on the sphere (0 allowed when ``starts`` is given); default 64.
+    starts : Tensor (S', d_omega) or None, optional
+        Further starts, projected onto ``K`` first; default ``None``.
+    iters : int, optional
+        Number of projected gradient steps (fewer when every step has become negligible);
+        default 200.
+    agree_tol : float, optional
+        Relative tolerance of :attr:`PhiMinimum.n_agree`; default 1e-6.
+    progress : bool, optional
+        Show a progress bar; default ``False``.
+
+    Returns
+    -------
+    PhiMinimum
+        The best point and value, with every start's final point and value (``n_starts`` random
+        starts first, then the rows of ``starts``).
+
+    Raises
+    ------
+    ValueError
+        If ``ball`` is not a :class:`Ball`, an argument is out of range, or there is no start.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, minimize_first_variation
+    >>> ball = Ball(8.0)
+    >>> g = torch.Generator().manual_seed(0)
+    >>> d = T.model.d_omega  # 4 d_x d_k = 24
+    >>> heads = torch.randn(2, d, generator=g, dtype=torch.float64) / 2
+    >>> mn = minimize_first_variation(
+    ...     T.model, T.data, heads, None, ball, generator=g,
+    ...     n_starts=4, starts=heads, iters=10)
+    >>> mn.points.shape, mn.n_random
+    (torch.Size([6, 24]), 4)
+    >>> mn.value < 0  # min_K Phi <= 0
+    True
+    >>> round(float(ball.norm(mn.omega)), 6)  # on the sphere
+    8.0
     """
     ball = check_ball(ball)
     check_generator(generator)
@@ -215,7 +513,46 @@ def minimize_first_variation(
 
 # ---------------------------------------------------------------- the certificate (bracket)
 class Certificate(NamedTuple):
-    r"""The Frank-Wolfe bracket ``lower <= inf_{P(K)} E <= upper`` at a measure rho."""
+    r"""The Frank-Wolfe bracket ``lower <= inf_{P(K)} E <= upper`` at a measure rho.
+
+    A named tuple returned by :func:`certificate`, with the fields below.
+
+    Parameters
+    ----------
+    upper : float
+        ``E(rho)``, the risk (10) of the measure.
+    lower : float
+        ``E(rho) - gap``.
+    gap : float
+        ``int Phi d rho - min_K Phi``, nonnegative; zero if and only if the support condition (16)
+        holds.
+    phi_mean : float
+        ``int Phi(.; rho) d rho``.
+    phi_min : float
+        ``min_K Phi(.; rho)``, an upper estimate by multistart.
+    phi_support : Tensor (N,)
+        ``Phi(omega_i; rho)`` at the atoms, in the model's dtype.
+    minimum : PhiMinimum
+        The inner minimisation that gave ``phi_min``.
+
+    Examples
+    --------
+    At the teacher of a teacher task, ``Phi`` vanishes on ``K`` and the bracket closes on the
+    optimal risk:
+
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, certificate
+    >>> g = torch.Generator().manual_seed(0)
+    >>> c = certificate(
+    ...     T.model, T.data, T.teacher_heads, T.teacher_weights, Ball(8.0),
+    ...     generator=g, n_starts=4, iters=10)
+    >>> c.gap < 1e-12, abs(c.upper - T.optimal_risk) < 1e-12
+    (True, True)
+    >>> c.phi_support.shape
+    torch.Size([3])
+    """
 
     upper: float  # E(rho), eq. (10)
     lower: float  # E(rho) - gap
@@ -236,6 +573,57 @@ def certificate(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, 
     The atoms of rho join the starts of the inner minimisation, so the gap is never negative.
     The lower end is rigorous up to the inner search: if a better minimiser of Phi exists than the
     multistart found, the true gap is larger.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The attention model.
+    data : Dataset
+        The dataset of the risk, in the model's dtype and device.
+    heads : Tensor (N, d_omega)
+        Atoms of rho, all in ``K``.
+    weights : Tensor (N,) or None
+        Their weights on the simplex; ``None`` for ``1/N`` each.
+    ball : Ball
+        The set ``K``.
+    generator : torch.Generator
+        Seeded generator of the random starts.
+    n_starts : int, optional
+        Random starts of the inner minimisation (:func:`minimize_first_variation`); default 64.
+    starts : Tensor (S', d_omega) or None, optional
+        Further starts, after the atoms; default ``None``.
+    iters : int, optional
+        Projected gradient steps of the inner minimisation; default 200.
+    agree_tol : float, optional
+        Relative tolerance of :attr:`PhiMinimum.n_agree`; default 1e-6.
+    progress : bool, optional
+        Show a progress bar; default ``False``.
+
+    Returns
+    -------
+    Certificate
+        The bracket ``(lower, upper)`` with its gap, the integrals of ``Phi`` and the inner minimum.
+
+    Raises
+    ------
+    ValueError
+        If an atom lies outside ``K`` or an argument is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, certificate
+    >>> g = torch.Generator().manual_seed(0)
+    >>> d = T.model.d_omega  # 4 d_x d_k = 24
+    >>> heads = torch.randn(2, d, generator=g, dtype=torch.float64) / 2
+    >>> c = certificate(T.model, T.data, heads, None, Ball(8.0),
+    ...                 generator=g, n_starts=4, iters=10)
+    >>> c.gap > 0, c.lower < c.upper
+    (True, True)
+    >>> c.minimum.n_starts  # 4 random starts and the 2 atoms
+    6
     """
     ball = check_ball(ball)
     heads, weights = model.check_measure(heads, weights)
@@ -330,7 +718,44 @@ def _distinct_vertices(mn: PhiMinimum, below: float, radius: float, k: int) -> t
 
 @dataclass
 class MeanFieldOptimum:
-    """A measure over ``K`` that (nearly) minimises (10), with its certificate and its history."""
+    """A measure over ``K`` that (nearly) minimises (10), with its certificate and its history.
+
+    Returned by :func:`mean_field_optimum`.
+
+    Attributes
+    ----------
+    heads : Tensor (m, d_omega)
+        The solver's atoms.
+    weights : Tensor (m,)
+        Their weights, on the simplex.
+    certificate : Certificate
+        The final certificate of the measure, with the final search's starts.
+    upper : list of float
+        ``E(rho)`` after each outer iteration (the last from the final certificate).
+    gap : list of float
+        The certificate's gap after each outer iteration (the last from the final certificate).
+    support_heads : Tensor (m', d_omega)
+        The atoms that carry weight, after :func:`consolidate`.
+    support_weights : Tensor (m',)
+        Their weights, summing to one.
+    bracket : tuple of float
+        ``(lower, upper)`` of the certificate (a property).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, mean_field_optimum
+    >>> g = torch.Generator().manual_seed(0)
+    >>> opt = mean_field_optimum(
+    ...     T.model, T.data, Ball(8.0), generator=g, n_atoms0=2,
+    ...     outer=1, n_starts=4, iters=10, maxiter=10, final_starts=4,
+    ...     progress=False)
+    >>> lower, upper = opt.bracket
+    >>> upper == opt.upper[-1], lower <= upper, len(opt.gap)
+    (True, True, 1)
+    """
 
     heads: torch.Tensor  # (m, d_omega) atoms
     weights: torch.Tensor  # (m,)
@@ -395,6 +820,79 @@ def mean_field_optimum(
     Consolidating inside the loop would be wrong: a vertex close to an atom, with a small weight, is
     how the corrective step moves that atom, and a local solve cannot restore what a drop of weight
     1e-8 costs the first-order certificate.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The attention model.
+    data : Dataset
+        The dataset of the risk, in the model's dtype and device.
+    ball : Ball
+        The set ``K``.
+    generator : torch.Generator
+        Seeded generator of the initial atoms and of every search's random starts.
+    atoms0 : Tensor (m0, d_omega) or None, optional
+        Initial atoms (projected onto ``K``), with uniform weights; default ``None``: ``n_atoms0``
+        random points.
+    n_atoms0 : int, optional
+        Number of random initial atoms when ``atoms0`` is ``None``; default 8.
+    init_scale : float, optional
+        Radius of the random initial atoms as a fraction of the ball's; default 0.5.
+    outer : int, optional
+        Largest number of outer iterations; default 6.
+    n_starts : int, optional
+        Random starts of each certificate's inner search; default 64.
+    iters : int, optional
+        Projected gradient steps of the inner search; default 150.
+    maxiter : int, optional
+        Largest number of SLSQP iterations of a local solve; default 3000.
+    ftol : float, optional
+        SLSQP's tolerance on the risk; default 1e-15.
+    tol : float, optional
+        Gap below which the loop stops (after confirmation); default 1e-9.
+    stall : float, optional
+        The gap must shrink at least by this factor per iteration, or the loop stops (see above);
+        default 0.9.
+    vertices : int, optional
+        Largest number of local minimisers of ``Phi`` added per iteration; default 4.
+    final_starts : int or None, optional
+        Random starts of the confirming and final certificates; default ``None``: ``4 * n_starts``.
+    weight_tol : float, optional
+        :func:`consolidate`'s weight threshold for the support; default 1e-6.
+    merge_tol : float, optional
+        :func:`consolidate`'s feature tolerance for the support; default 1e-4.
+    progress : bool, optional
+        Show a progress bar with the risk, gap and atom count; default ``True``.
+
+    Returns
+    -------
+    MeanFieldOptimum
+        The measure, its consolidated support, the final certificate and the history of the risk
+        and the gap.
+
+    Raises
+    ------
+    ValueError
+        If ``ball`` is not a :class:`Ball` or an argument is out of range.
+
+    Examples
+    --------
+    One outer iteration with tiny searches (the chapters use the defaults):
+
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, mean_field_optimum
+    >>> g = torch.Generator().manual_seed(0)
+    >>> opt = mean_field_optimum(
+    ...     T.model, T.data, Ball(8.0), generator=g, n_atoms0=2,
+    ...     outer=1, n_starts=4, iters=10, maxiter=10, final_starts=4,
+    ...     progress=False)
+    >>> lower, upper = opt.bracket
+    >>> upper >= T.optimal_risk - 1e-12  # the teacher, in K, is optimal
+    True
+    >>> opt.heads.shape[1], round(float(opt.support_weights.sum()), 12)
+    (24, 1.0)
     """
     ball = check_ball(ball)
     check_generator(generator)
@@ -471,6 +969,51 @@ def consolidate(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, weights:
     of atoms is the number of distinct features. Returns ``(heads, weights)``, the weights summing to one.
 
     Used by :func:`mean_field_optimum` for the support of the measure it returns (chapter 03).
+
+    Parameters
+    ----------
+    model : HeadModel
+        The attention model.
+    X : Tensor (n, L, d_x)
+        Sequences on which the features are compared, in the model's dtype and device.
+    heads : Tensor (m, d_omega)
+        Atoms of the measure.
+    weights : Tensor (m,)
+        Their weights on the simplex (``None`` is taken as ``1/m`` each).
+    weight_tol : float, optional
+        Atoms lighter than this are dropped (the heaviest is always kept); in [0, 1), default 1e-6.
+    merge_tol : float, optional
+        Relative feature tolerance of a merge, nonnegative; default 1e-3.
+
+    Returns
+    -------
+    heads : Tensor (m', d_omega)
+        The kept atoms, by decreasing weight before merging (``m' <= m``).
+    weights : Tensor (m',)
+        Their weights, summing to one.
+
+    Raises
+    ------
+    ValueError
+        If ``weight_tol`` is not in [0, 1), ``merge_tol`` is negative, or the measure is invalid.
+
+    Examples
+    --------
+    A head and its twin with ``W_V`` and ``W_O`` negated (same features), and a negligible third
+    atom, consolidate to one atom:
+
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import consolidate
+    >>> h = T.teacher_heads[:1]
+    >>> W_Q, W_K, W_V, W_O = T.model.unpack(h)
+    >>> twin = T.model.pack(W_Q, W_K, -W_V, -W_O)
+    >>> heads = torch.cat([h, twin, T.teacher_heads[1:2]])
+    >>> w = torch.tensor([0.6, 0.4 - 1e-9, 1e-9], dtype=torch.float64)
+    >>> H, W = consolidate(T.model, T.data.X, heads, w)
+    >>> H.shape, W.tolist(), bool(torch.equal(H[0], h[0]))
+    (torch.Size([1, 24]), [1.0], True)
     """
     heads, weights = model.check_measure(heads, weights)
     X = model.check_X(X)
@@ -500,7 +1043,35 @@ def consolidate(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, weights:
 
 # --------------------------------------------------------------- the finite-head optimum inf E_N
 class FiniteOptimum(NamedTuple):
-    """Best of several projected-gradient runs on ``E_N(omega_1, ..., omega_N)`` over ``K^N``."""
+    """Best of several projected-gradient runs on ``E_N(omega_1, ..., omega_N)`` over ``K^N``.
+
+    A named tuple returned by :func:`finite_head_optimum`, with the fields below; ``R`` is the
+    number of restarts.
+
+    Parameters
+    ----------
+    heads : Tensor (N, d_omega)
+        The best configuration found.
+    value : float
+        ``E_N`` there: an upper estimate of ``inf E_N``.
+    values : Tensor (R,)
+        The final value of every restart, float64.
+    labels : tuple of str (R,)
+        Where each restart started: ``"random"``, or the name given in ``inits``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, finite_head_optimum
+    >>> g = torch.Generator().manual_seed(0)
+    >>> fo = finite_head_optimum(
+    ...     T.model, T.data, 3, Ball(8.0), generator=g, n_random=1,
+    ...     inits={"teacher": T.teacher_heads}, iters=10, polish_max=0)
+    >>> fo.heads.shape, fo.values.shape, fo.labels
+    (torch.Size([3, 24]), torch.Size([2]), ('random', 'teacher'))
+    """
 
     heads: torch.Tensor  # (N, d_omega) the best configuration found
     value: float  # E_N there: an upper estimate of inf E_N
@@ -554,6 +1125,58 @@ def finite_head_optimum(
     gradient steps and, when ``N * d_omega <= polish_max``, is polished by SLSQP (the local solve of
     :func:`mean_field_optimum` with the weights held at ``1/N``). The spread of the final values
     measures how rugged the landscape is.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The attention model.
+    data : Dataset
+        The dataset of the risk, in the model's dtype and device.
+    N : int
+        Number of heads, positive.
+    ball : Ball
+        The set ``K``.
+    generator : torch.Generator
+        Seeded generator of the random restarts.
+    n_random : int, optional
+        Number of random restarts (0 allowed when ``inits`` is given); default 4.
+    inits : dict of str to Tensor (N, d_omega), optional
+        Named starting configurations, projected onto ``K^N``; default ``None``.
+    iters : int, optional
+        Projected gradient steps per restart; default 300.
+    init_scale : float, optional
+        Radius of the random restarts as a fraction of the ball's, in (0, 1]; default 1.0.
+    polish_max : int, optional
+        Polish by SLSQP when ``N * d_omega`` is at most this (0: never); default 256.
+
+    Returns
+    -------
+    FiniteOptimum
+        The best configuration and its risk, with every restart's final value and label (the
+        random restarts first, then ``inits`` in order).
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, a configuration of ``inits`` has not ``N`` heads, or
+        there is no restart.
+
+    Examples
+    --------
+    From the teacher's own heads, the best value is the optimal risk:
+
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, finite_head_optimum
+    >>> g = torch.Generator().manual_seed(0)
+    >>> fo = finite_head_optimum(
+    ...     T.model, T.data, 3, Ball(8.0), generator=g, n_random=1,
+    ...     inits={"teacher": T.teacher_heads}, iters=10, polish_max=0)
+    >>> abs(fo.value - T.optimal_risk) < 1e-12
+    True
+    >>> bool(fo.values[1] < fo.values[0])  # "teacher" beats "random"
+    True
     """
     ball = check_ball(ball)
     check_generator(generator)
@@ -596,7 +1219,32 @@ def round_measure(heads: torch.Tensor, weights: torch.Tensor, N: int) -> torch.T
     r"""``N`` equally weighted heads that round the measure ``sum_j w_j delta_{omega_j}``: atom ``j`` is
     repeated ``n_j`` times with ``n_j`` the largest-remainder rounding of ``N w_j`` (so
     ``|n_j / N - w_j| < 1/N`` and ``sum_j n_j = N``). The deterministic alternative to the i.i.d.
-    draws of Theorem 4.1's proof, for a measure with finitely many atoms."""
+    draws of Theorem 4.1's proof, for a measure with finitely many atoms.
+
+    Parameters
+    ----------
+    heads : Tensor (m, d_omega)
+        Atoms of the measure.
+    weights : Tensor (m,)
+        Their weights on the simplex, in ``heads``' dtype and device (``None``: ``1/m`` each).
+    N : int
+        Number of heads, positive.
+
+    Returns
+    -------
+    Tensor (N, d_omega)
+        The atoms, atom ``j`` repeated ``n_j`` times, in the order of ``heads``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.static import round_measure
+    >>> heads = torch.eye(3, dtype=torch.float64)
+    >>> weights = torch.tensor([0.5, 0.35, 0.15], dtype=torch.float64)
+    >>> H = round_measure(heads, weights, 4)  # N w = (2, 1.4, 0.6)
+    >>> H.argmax(dim=1).tolist()
+    [0, 0, 1, 2]
+    """
     check_tensor(heads, "heads", ndim=2)
     check_positive(N, "N", integer=True)
     w = check_weights(weights, heads.shape[0], heads).detach().to("cpu", torch.float64)
@@ -610,7 +1258,34 @@ def round_measure(heads: torch.Tensor, weights: torch.Tensor, N: int) -> torch.T
 
 def sample_measure(heads: torch.Tensor, weights: torch.Tensor | None, N: int, *,
                    generator: torch.Generator) -> torch.Tensor:
-    """``N`` i.i.d. draws from ``sum_j w_j delta_{omega_j}`` (the construction of Theorem 4.1's proof)."""
+    """``N`` i.i.d. draws from ``sum_j w_j delta_{omega_j}`` (the construction of Theorem 4.1's proof).
+
+    Parameters
+    ----------
+    heads : Tensor (m, d_omega)
+        Atoms of the measure.
+    weights : Tensor (m,) or None
+        Their weights on the simplex, in ``heads``' dtype and device; ``None`` for ``1/m`` each.
+    N : int
+        Number of draws, positive.
+    generator : torch.Generator
+        Seeded CPU generator of the draws.
+
+    Returns
+    -------
+    Tensor (N, d_omega)
+        The drawn atoms, with repetitions.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.static import sample_measure
+    >>> heads = torch.eye(3, dtype=torch.float64)
+    >>> g = torch.Generator().manual_seed(0)
+    >>> H = sample_measure(heads, None, 5, generator=g)
+    >>> H.shape, bool((H.sum(dim=1) == 1).all())  # rows are atoms
+    (torch.Size([5, 3]), True)
+    """
     check_tensor(heads, "heads", ndim=2)
     check_positive(N, "N", integer=True)
     check_generator(generator)
@@ -629,7 +1304,8 @@ def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_dr
 
     * ``logit_error``: :math:`\mathbb E_X\frac1L\sum_l\|z_l^{\hat\rho^N}(X)-z_l^{\rho}(X)\|` , the left side of
       (15) averaged over the dataset's sequences and positions;
-    * ``logit_error_max``: the same norm, maximised over sequences and positions (15) is uniform in them;
+    * ``logit_error_max``: the same norm, maximised over sequences and positions (the bound (15) is
+      uniform in them);
     * ``logit_mse``: :math:`\mathbb E_X\frac1L\sum_l\|z_l^{\hat\rho^N}-z_l^{\rho}\|^2`, whose mean over draws is
       :math:`\frac1N\mathbb E_X\frac1L\sum_l\int\|\psi_l-z_l^\rho\|^2d\rho` (the variance step of the proof);
     * ``risk_gap``: :math:`\mathcal E(\hat\rho^N)-\mathcal E(\rho)` (10);
@@ -642,6 +1318,54 @@ def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_dr
     vector of counts, so its logits are a matrix product (vectorised over draws). Any
     :class:`~mfattn.particles.ParticleModel` works: for the two-layer network of chapter 07 the
     "logits" are the network's outputs and the risk is the square loss.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        A :class:`~mfattn.model.HeadModel` or another particle model.
+    data : Dataset
+        The dataset, in the model's dtype and device.
+    heads : Tensor (m, d_omega)
+        Atoms of rho.
+    weights : Tensor (m,) or None
+        Their weights on the simplex; ``None`` for ``1/m`` each.
+    N_grid : iterable of int
+        The numbers of heads ``N``, each positive.
+    n_draws : int
+        Draws per ``N``, positive.
+    generator : torch.Generator
+        Seeded CPU generator of the draws.
+    progress : bool, optional
+        Show a progress bar over ``N_grid``; default ``True``.
+
+    Returns
+    -------
+    dict
+        ``"N"``: the list of ``N``; ``"risk"``: ``E(rho)`` as a float; and ``"logit_error"``,
+        ``"logit_error_max"``, ``"logit_mse"``, ``"risk_gap"``, ``"first_order"``: NumPy float64
+        arrays ``(len(N_grid), n_draws)``.
+
+    Raises
+    ------
+    ValueError
+        If ``model`` is not a particle model or an argument is out of range.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import iid_construction
+    >>> g = torch.Generator().manual_seed(0)
+    >>> out = iid_construction(
+    ...     T.model, T.data, T.teacher_heads, T.teacher_weights, [2, 4],
+    ...     n_draws=3, generator=g, progress=False)
+    >>> out["N"], out["risk_gap"].shape
+    ([2, 4], (2, 3))
+    >>> abs(out["risk"] - T.optimal_risk) < 1e-12
+    True
+    >>> bool((out["risk_gap"] >= 0).all())  # the teacher is optimal
+    True
     """
     if not isinstance(model, ParticleModel):
         raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
@@ -690,6 +1414,38 @@ def iid_gap_coefficient(model: ParticleModel, data, heads, weights=None) -> floa
     Under cross-entropy :math:`\nabla^2\ell` is the softmax Jacobian (4) and the remainder is
     :math:`O(N^{-2})`; under the square loss of chapter 07 it is the identity, the loss is exactly
     quadratic and the mean gap is exactly :math:`c/N` for every ``N``.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        A :class:`~mfattn.model.HeadModel` or another particle model.
+    data : Dataset
+        The dataset, in the model's dtype and device.
+    heads : Tensor (m, d_omega)
+        Atoms of rho.
+    weights : Tensor (m,) or None, optional
+        Their weights on the simplex; default ``None``: ``1/m`` each.
+
+    Returns
+    -------
+    float
+        The coefficient :math:`c \ge 0`.
+
+    Raises
+    ------
+    ValueError
+        If ``model`` is not a particle model or the measure is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import iid_gap_coefficient
+    >>> c = iid_gap_coefficient(T.model, T.data, T.teacher_heads,
+    ...                         T.teacher_weights)
+    >>> isinstance(c, float), c > 0
+    (True, True)
     """
     if not isinstance(model, ParticleModel):
         raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
@@ -710,6 +1466,44 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
     Multistart projected gradient ascent of :math:`\max_{b,l}\|\psi_l(X_b;\omega)\|^2` over ``K`` (by
     autograd of the head map; one small batch of starts, not a hot path). A lower estimate of the
     supremum over ``K`` for the sequences of ``X``.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The attention model.
+    X : Tensor (n, L, d_x)
+        Sequences, in the model's dtype and device.
+    ball : Ball
+        The set ``K``.
+    generator : torch.Generator
+        Seeded generator of the starts (on the sphere).
+    n_starts : int, optional
+        Number of starts, positive; default 32.
+    iters : int, optional
+        Ascent steps per start; default 200.
+
+    Returns
+    -------
+    float
+        The largest ``||psi_l(X_b; omega)||`` found.
+
+    Raises
+    ------
+    ValueError
+        If an argument is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.static import Ball, feature_sup
+    >>> g = torch.Generator().manual_seed(0)
+    >>> B = feature_sup(T.model, T.data.X, Ball(8.0), generator=g,
+    ...                 n_starts=4, iters=10)
+    >>> psi = T.model.features(T.data.X, T.teacher_heads)  # inside K
+    >>> B >= float(psi.norm(dim=-1).max())
+    True
     """
     ball = check_ball(ball)
     X = model.check_X(X)

@@ -18,14 +18,73 @@ from ._progress import progress_bar
 
 
 def point_key(point: dict) -> str:
-    """A stable file name for a grid point (hash of its canonical JSON)."""
+    """A stable file name for a grid point (hash of its canonical JSON).
+
+    Parameters
+    ----------
+    point : dict
+        A grid point with JSON-serialisable values; the order of its keys does not matter.
+
+    Returns
+    -------
+    str
+        The first 16 hexadecimal digits of the SHA-1 of ``json.dumps(point, sort_keys=True)``.
+
+    Examples
+    --------
+    >>> from mfattn.sweep import point_key
+    >>> point_key({"a": 1, "b": 2})
+    '1744f53e00fc23bd'
+    >>> point_key({"b": 2, "a": 1}) == point_key({"a": 1, "b": 2})
+    True
+    """
     text = json.dumps(point, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: bool = True) -> list[dict]:
     """Call ``fn(**point)`` for every point not already finished in ``folder``; return, in the
-    order of ``points``, one dict per point with the point's entries and the result's entries."""
+    order of ``points``, one dict per point with the point's entries and the result's entries.
+
+    Parameters
+    ----------
+    fn : callable
+        Called as ``fn(**point)``; returns a dict of JSON-serialisable values.
+    points : list of dict
+        The grid points, each a dict of JSON-serialisable values (the keyword arguments of ``fn``).
+    folder : str or path
+        Folder of the results, one ``<point_key(point)>.json`` per finished point; created if missing.
+    progress : bool, default True
+        Show a progress bar over the points.
+
+    Returns
+    -------
+    list of dict
+        ``{**point, **result}`` for each point, in the order of ``points`` (an entry of the result
+        overrides an entry of the point with the same name).
+
+    Raises
+    ------
+    ValueError
+        Naming ``points`` when a point is not a JSON-serialisable dict, or ``fn`` when it returns
+        something other than a dict.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from mfattn.sweep import run_sweep
+    >>> calls = []
+    >>> def square(x):
+    ...     calls.append(x)
+    ...     return {"y": x * x}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     first = run_sweep(square, [{"x": 1}, {"x": 2}], folder, progress=False)
+    ...     again = run_sweep(square, [{"x": 2}, {"x": 3}], folder, progress=False)
+    >>> first
+    [{'x': 1, 'y': 1}, {'x': 2, 'y': 4}]
+    >>> again, calls  # x = 2 was loaded, not recomputed
+    ([{'x': 2, 'y': 4}, {'x': 3, 'y': 9}], [1, 2, 3])
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for p in points:

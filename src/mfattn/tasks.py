@@ -28,7 +28,43 @@ __all__ = ["Task", "teacher_task", "markov_task", "text_task", "TASKS", "make_ta
 
 @dataclass(frozen=True)
 class Task:
-    """A model with its dataset and what is known exactly about the task."""
+    """A model with its dataset and what is known exactly about the task.
+
+    Built by :func:`teacher_task`, :func:`markov_task`, :func:`text_task` or :func:`make_task`;
+    the fields a task does not define are ``None``. The reference levels ``optimal_risk`` and
+    ``bayes_risk`` (floats or ``None``) are described after the examples.
+
+    Attributes
+    ----------
+    name : str
+        ``"teacher"``, ``"markov"`` or ``"text"``.
+    model : HeadModel
+        The attention model, with the task's fixed ``W_out (d_x, d_v)``.
+    data : Dataset
+        Inputs ``X (n, L, d_x)`` (embedded tokens) and labels ``Y (n, L, d_v)``.
+    embedding : Tensor (V, d_x)
+        The token embedding ``E``; ``data.X`` is ``E[tokens]``.
+    tokens : Tensor (n, L), int64
+        The input token ids.
+    teacher_heads : Tensor (N*, d_omega) or None
+        The teacher's heads (teacher task only).
+    teacher_weights : Tensor (N*,) or None
+        The teacher's weights, uniform (teacher task only).
+    vocab : tuple of str or None
+        The character of each token id (text task only); the last one stands for every
+        character outside the alphabet.
+
+    Examples
+    --------
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> task.name, tuple(task.data.X.shape), tuple(task.data.Y.shape)
+    ('teacher', (4, 3, 3), (4, 3, 4))
+    >>> tuple(task.embedding.shape), tuple(task.tokens.shape), tuple(task.teacher_heads.shape)
+    ((16, 3), (4, 3), (3, 24))
+    >>> task.bayes_risk is None and task.vocab is None
+    True
+    """
 
     name: str
     model: HeadModel
@@ -37,10 +73,10 @@ class Task:
     tokens: torch.Tensor  # (n, L) input token ids
     teacher_heads: torch.Tensor | None = None  # (N*, d_omega), teacher task only
     teacher_weights: torch.Tensor | None = None  # (N*,)
-    #: exact infimum of the risk (10) over measures (teacher task): mean label entropy,
+    #: for the teacher task, the exact infimum of the risk (10) over measures, the mean label entropy,
     #: attained by the teacher since E(rho) = mean entropy + mean KL(Y || softmax z^rho)
     optimal_risk: float | None = None
-    #: Markov task: mean entropy of the true next-token law at the dataset's positions,
+    #: for the Markov task, the mean entropy of the true next-token law at the dataset's positions,
     #: i.e. the expected risk of the Bayes predictor (a reference level, not a bound on
     #: the empirical risk of this finite dataset)
     bayes_risk: float | None = None
@@ -84,6 +120,47 @@ def teacher_task(
     weights; tokens are i.i.d. uniform over the vocabulary. Because the cross-entropy with
     soft labels is ``H(Y) + KL(Y || softmax z)``, the infimum of (10) over any set of measures
     that contains the teacher is the mean label entropy, attained by the teacher.
+
+    Parameters
+    ----------
+    n : int
+        Number of sequences.
+    L : int
+        Sequence length.
+    d_x : int
+        Embedding dimension.
+    d_k : int
+        Head (query/key/value) dimension; ``d_omega = 4 d_x d_k``.
+    d_v : int
+        Number of label classes (columns of ``W_out``).
+    vocab_size : int
+        Number of tokens ``V``.
+    n_teacher : int
+        Number of teacher heads ``N*``.
+    teacher_scale : float
+        Standard deviation of the teacher's head entries (> 0).
+    seed : int
+        Seed of the one generator behind every draw (>= 0).
+    dtype : torch.dtype
+        Dtype of the model, data and teacher (the draws are made in float64).
+    device : str or torch.device
+        Device of the model, data and teacher.
+
+    Returns
+    -------
+    Task
+        With ``teacher_heads (N*, d_omega)``, ``teacher_weights (N*,)`` and ``optimal_risk``
+        set; ``data.Y (n, L, d_v)`` holds soft labels.
+
+    Examples
+    --------
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> task.model
+    HeadModel(d_x=3, d_k=2, d_v=4, d_omega=24, dtype=torch.float64, device=cpu)
+    >>> risk = task.model.risk(task.data, task.teacher_heads, task.teacher_weights)
+    >>> abs(float(risk) - task.optimal_risk) < 1e-12  # the teacher attains the infimum
+    True
     """
     g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k, d_v=d_v, vocab_size=vocab_size, n_teacher=n_teacher))
     check_positive(teacher_scale, "teacher_scale")
@@ -123,6 +200,44 @@ def markov_task(
 
     Transition matrix ``P = softmax(sharpness * G)`` row-wise with ``G`` standard normal;
     the first token is uniform; ``Y_l`` is the one-hot of token ``l+1``; ``d_v = vocab_size``.
+
+    Parameters
+    ----------
+    n : int
+        Number of sequences.
+    L : int
+        Sequence length (each sequence is drawn with ``L + 1`` tokens).
+    d_x : int
+        Embedding dimension.
+    d_k : int
+        Head (query/key/value) dimension; ``d_omega = 4 d_x d_k``.
+    vocab_size : int
+        Number of tokens ``V``, also the number of label classes ``d_v``.
+    sharpness : float
+        Scale of the Gaussian scores of the transition matrix (>= 0; 0 gives the uniform
+        chain, large values a nearly deterministic one).
+    seed : int
+        Seed of the one generator behind every draw (>= 0).
+    dtype : torch.dtype
+        Dtype of the model and data (the draws are made in float64).
+    device : str or torch.device
+        Device of the model and data.
+
+    Returns
+    -------
+    Task
+        With one-hot labels ``data.Y (n, L, V)`` and ``bayes_risk`` set.
+
+    Examples
+    --------
+    >>> from mfattn.tasks import markov_task
+    >>> task = markov_task(n=4, L=3, d_x=3, vocab_size=5, seed=0)
+    >>> tuple(task.data.X.shape), tuple(task.data.Y.shape), task.model.d_v
+    ((4, 3, 3), (4, 3, 5), 5)
+    >>> bool((task.data.Y.sum(-1) == 1).all())  # one-hot rows
+    True
+    >>> round(task.bayes_risk, 4)
+    0.9044
     """
     g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k, vocab_size=vocab_size))
     check_positive(sharpness, "sharpness", allow_zero=True)
@@ -172,6 +287,41 @@ def text_task(
     lower-cased, with whitespace runs collapsed to one space. Characters of ``alphabet`` are
     tokens; every other character maps to one extra token. ``n`` windows of ``L + 1``
     characters start at seeded uniform offsets; ``d_v`` is the vocabulary size.
+
+    Parameters
+    ----------
+    n : int
+        Number of windows (sequences).
+    L : int
+        Sequence length (each window holds ``L + 1`` characters).
+    d_x : int
+        Embedding dimension.
+    d_k : int
+        Head (query/key/value) dimension; ``d_omega = 4 d_x d_k``.
+    alphabet : str
+        Distinct ASCII characters that are tokens of their own; the vocabulary has
+        ``V = len(alphabet) + 1`` tokens.
+    seed : int
+        Seed of the one generator behind every draw (>= 0).
+    dtype : torch.dtype
+        Dtype of the model and data (the draws are made in float64).
+    device : str or torch.device
+        Device of the model and data.
+
+    Returns
+    -------
+    Task
+        With one-hot labels ``data.Y (n, L, V)`` and ``vocab`` set. The corpus, hence the
+        windows, depends on the Python version.
+
+    Examples
+    --------
+    >>> from mfattn.tasks import text_task
+    >>> task = text_task(n=4, L=6, d_x=4, seed=0)
+    >>> tuple(task.data.X.shape), tuple(task.data.Y.shape), len(task.vocab)
+    ((4, 6, 4), (4, 6, 29), 29)
+    >>> task.vocab[:3], task.model.d_v
+    (('a', 'b', 'c'), 29)
     """
     g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k))
     if not isinstance(alphabet, str) or len(set(alphabet)) != len(alphabet) or not alphabet.isascii() or not alphabet:
@@ -205,7 +355,28 @@ TASKS = {"teacher": teacher_task, "markov": markov_task, "text": text_task}
 
 def make_task(name: str, **kwargs) -> Task:
     """The task called ``name`` (a key of :data:`TASKS`), built with ``kwargs``; chapters select
-    their task by this name so that papermill can override it."""
+    their task by this name so that papermill can override it.
+
+    Parameters
+    ----------
+    name : str
+        ``"teacher"``, ``"markov"`` or ``"text"``.
+    **kwargs
+        Keyword arguments of the task's builder (:func:`teacher_task`, :func:`markov_task`
+        or :func:`text_task`).
+
+    Returns
+    -------
+    Task
+        The built task.
+
+    Examples
+    --------
+    >>> from mfattn.tasks import make_task
+    >>> task = make_task("markov", n=2, L=3, d_x=3, vocab_size=4, seed=1)
+    >>> task.name, tuple(task.data.Y.shape)
+    ('markov', (2, 3, 4))
+    """
     if name not in TASKS:
         raise ValueError(f"task: {name!r} is not one of {sorted(TASKS)}")
     return TASKS[name](**kwargs)

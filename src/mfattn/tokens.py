@@ -53,6 +53,25 @@ class Perceptron:
     """A fixed perceptron ``x -> sum_m s_m sigma(<a_m, x>) a_m``, the gradient of ``V = sum_m s_m Sigma(<a_m, x>)``.
 
     ``directions (K, d)`` are unit vectors ``a_m``, ``scales (K,)`` the ``s_m``; no bias (as in the paper).
+
+    Attributes
+    ----------
+    directions : Tensor (K, d)
+        The unit directions ``a_m``, one per row.
+    scales : Tensor (K,)
+        The scales ``s_m``, of the dtype and device of ``directions``.
+    activation : str
+        The name of ``sigma``: ``"relu"`` (default), ``"gelu"`` or ``"tanh"``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import Perceptron
+    >>> a = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    >>> p = Perceptron(a, torch.tensor([2.0, -1.0], dtype=torch.float64))
+    >>> x = torch.tensor([0.6, 0.8], dtype=torch.float64)
+    >>> p.drift(x).tolist()  # 2 relu(0.6) a_1 - relu(0.8) a_2
+    [1.2, -0.8]
     """
 
     directions: torch.Tensor
@@ -72,7 +91,38 @@ class Perceptron:
     @classmethod
     def sample(cls, d: int, *, generator: torch.Generator, units: int | None = None, scale: float = 1.0,
                activation: str = "relu", dtype=torch.float64) -> "Perceptron":
-        """``units`` (default ``d``) directions uniform on the sphere, then scales ``s_m ~ N(0, scale^2)``."""
+        """``units`` (default ``d``) directions uniform on the sphere, then scales ``s_m ~ N(0, scale^2)``.
+
+        Parameters
+        ----------
+        d : int
+            Dimension of the ambient space.
+        generator : torch.Generator
+            The source of every draw (made in float64 on the CPU, then cast).
+        units : int, optional
+            Number of neurons ``K``; default ``d``.
+        scale : float
+            Standard deviation of the scales (> 0).
+        activation : str
+            ``"relu"`` (default), ``"gelu"`` or ``"tanh"``.
+        dtype : torch.dtype
+            Dtype of ``directions`` and ``scales``.
+
+        Returns
+        -------
+        Perceptron
+            With ``directions (K, d)`` and ``scales (K,)``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tokens import Perceptron
+        >>> p = Perceptron.sample(3, units=4, generator=torch.Generator().manual_seed(0))
+        >>> tuple(p.directions.shape), tuple(p.scales.shape), p.activation
+        ((4, 3), (4,), 'relu')
+        >>> bool(torch.allclose(p.directions.norm(dim=1), torch.ones(4, dtype=torch.float64)))
+        True
+        """
         check_positive(d, "d", integer=True)
         check_generator(generator)
         units = d if units is None else units
@@ -83,11 +133,55 @@ class Perceptron:
         return cls((g / g.norm(dim=1, keepdim=True)).to(dtype), s.to(dtype), activation)
 
     def potential(self, X: torch.Tensor) -> torch.Tensor:
-        """``V(x)`` at every row: ``(..., d) -> (...)``."""
+        """``V(x)`` at every row: ``(..., d) -> (...)``.
+
+        Parameters
+        ----------
+        X : Tensor (..., d)
+            Points (any leading shape), of the perceptron's dtype and device.
+
+        Returns
+        -------
+        Tensor (...)
+            ``V(x) = sum_m s_m Sigma(<a_m, x>)`` at every point, with ``Sigma`` the primitive of
+            the activation that vanishes at 0.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tokens import Perceptron
+        >>> a = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+        >>> p = Perceptron(a, torch.tensor([2.0, -1.0], dtype=torch.float64))
+        >>> X = torch.tensor([[0.6, 0.8], [-1.0, 0.0]], dtype=torch.float64)
+        >>> [round(v, 4) for v in p.potential(X).tolist()]  # Sigma(u) = relu(u)^2 / 2
+        [0.04, 0.0]
+        """
         return get_activation(self.activation).primitive(X @ self.directions.T) @ self.scales
 
     def drift(self, X: torch.Tensor) -> torch.Tensor:
-        """The ambient gradient ``sum_m s_m sigma(<a_m, x>) a_m``: ``(..., d) -> (..., d)``."""
+        """The ambient gradient ``sum_m s_m sigma(<a_m, x>) a_m``: ``(..., d) -> (..., d)``.
+
+        Parameters
+        ----------
+        X : Tensor (..., d)
+            Points (any leading shape), of the perceptron's dtype and device.
+
+        Returns
+        -------
+        Tensor (..., d)
+            The gradient of :meth:`potential` in the ambient space at every point (not
+            projected on the tangent space of the sphere).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tokens import Perceptron
+        >>> p = Perceptron.sample(3, generator=torch.Generator().manual_seed(0))
+        >>> x = torch.tensor([-0.6, 0.0, -0.8], dtype=torch.float64, requires_grad=True)
+        >>> p.potential(x).backward()
+        >>> bool(torch.allclose(x.grad, p.drift(x.detach())))
+        True
+        """
         return (get_activation(self.activation).f(X @ self.directions.T) * self.scales) @ self.directions
 
 
@@ -98,6 +192,26 @@ class TokenSystem:
 
     ``beta (B,)`` > 0; ``sign (B,)`` +1 (ascent) or -1 (descent); ``normalized (B,)`` bool, True for SA;
     ``mlp (B,)`` 0 or 1, whether the perceptron acts on that system; ``perceptron`` shared by all.
+
+    Attributes
+    ----------
+    beta : Tensor (B,)
+        Inverse temperatures, all > 0.
+    sign : Tensor (B,)
+        +1 (ascent) or -1 (descent).
+    normalized : Tensor (B,), bool
+        True for SA (the attention field divided by its normaliser), False for USA.
+    mlp : Tensor (B,)
+        1 where the perceptron acts, 0 elsewhere.
+    perceptron : Perceptron or None
+        The perceptron shared by the systems; required when some ``mlp`` is 1.
+
+    Examples
+    --------
+    >>> from mfattn.tokens import TokenSystem
+    >>> s = TokenSystem.grid([1.0, 4.0], sign=-1, normalized=True)
+    >>> s.B, s.beta.tolist(), s.sign.tolist(), s.normalized.tolist(), s.mlp.tolist()
+    (2, [1.0, 4.0], [-1.0, -1.0], [True, True], [0.0, 0.0])
     """
 
     beta: torch.Tensor
@@ -127,7 +241,37 @@ class TokenSystem:
     @classmethod
     def grid(cls, betas, *, sign: int = 1, normalized: bool = False, mlp: bool = False,
              perceptron: Perceptron | None = None, dtype=torch.float64) -> "TokenSystem":
-        """One system per beta, all with the same sign, normalisation and perceptron switch."""
+        """One system per beta, all with the same sign, normalisation and perceptron switch.
+
+        Parameters
+        ----------
+        betas : iterable of float
+            The inverse temperatures, one system each (> 0).
+        sign : int
+            +1 (ascent, default) or -1 (descent).
+        normalized : bool
+            True for SA, False (default) for USA.
+        mlp : bool
+            Whether the perceptron acts (then ``perceptron`` is required).
+        perceptron : Perceptron, optional
+            The perceptron of the systems.
+        dtype : torch.dtype
+            Dtype of ``beta``, ``sign`` and ``mlp``.
+
+        Returns
+        -------
+        TokenSystem
+            ``B = len(betas)`` systems.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tokens import Perceptron, TokenSystem
+        >>> p = Perceptron.sample(3, generator=torch.Generator().manual_seed(0))
+        >>> s = TokenSystem.grid([0.5, 1.0, 2.0], mlp=True, perceptron=p)
+        >>> s.B, s.mlp.tolist()
+        (3, [1.0, 1.0, 1.0])
+        """
         beta = torch.as_tensor([float(b) for b in betas], dtype=dtype)
         B = beta.shape[0]
         return cls(beta, torch.full((B,), float(sign), dtype=dtype), torch.full((B,), bool(normalized)),
@@ -135,6 +279,26 @@ class TokenSystem:
 
     @classmethod
     def concat(cls, systems) -> "TokenSystem":
+        """The systems of several batches in one batch, in order.
+
+        Parameters
+        ----------
+        systems : iterable of TokenSystem
+            Batches with the same dtypes and devices; those with a perceptron must all share
+            the same one.
+
+        Returns
+        -------
+        TokenSystem
+            All their systems (``B`` is the sum of theirs), with the shared perceptron (or none).
+
+        Examples
+        --------
+        >>> from mfattn.tokens import TokenSystem
+        >>> s = TokenSystem.concat([TokenSystem.grid([1.0, 2.0]), TokenSystem.grid([1.0], normalized=True)])
+        >>> s.B, s.normalized.tolist()
+        (3, [False, False, True])
+        """
         systems = list(systems)
         per = {s.perceptron for s in systems if s.perceptron is not None}
         if len(per) > 1:
@@ -161,7 +325,36 @@ def _check_X(X, system: TokenSystem) -> torch.Tensor:
 
 
 def uniform_sphere(B: int, n: int, d: int, *, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
-    """``B`` systems of ``n`` i.i.d. uniform points on :math:`S^{d-1}` (normalised Gaussians): (B, n, d)."""
+    """``B`` systems of ``n`` i.i.d. uniform points on :math:`S^{d-1}` (normalised Gaussians): (B, n, d).
+
+    Parameters
+    ----------
+    B : int
+        Number of systems.
+    n : int
+        Tokens per system.
+    d : int
+        Ambient dimension.
+    generator : torch.Generator
+        The source of the draws (made in float64 on the CPU, then cast).
+    dtype : torch.dtype
+        Dtype of the result.
+
+    Returns
+    -------
+    Tensor (B, n, d)
+        Unit vectors.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import uniform_sphere
+    >>> X = uniform_sphere(2, 5, 3, generator=torch.Generator().manual_seed(0))
+    >>> tuple(X.shape), X.dtype
+    ((2, 5, 3), torch.float64)
+    >>> bool(torch.allclose(X.norm(dim=-1), torch.ones(2, 5, dtype=torch.float64)))
+    True
+    """
     for v, name in ((B, "B"), (n, "n"), (d, "d")):
         check_positive(v, name, integer=True)
     check_generator(generator)
@@ -187,13 +380,56 @@ def _velocity(X, s: TokenSystem):
 
 
 def velocity(X: torch.Tensor, system: TokenSystem) -> torch.Tensor:
-    r"""The tangent velocity :math:`\dot x_i` of every token of every system, eqs. (2.5) and (2.8): (B, n, d)."""
+    r"""The tangent velocity :math:`\dot x_i` of every token of every system, eqs. (2.5) and (2.8): (B, n, d).
+
+    Parameters
+    ----------
+    X : Tensor (B, n, d)
+        Tokens on the unit sphere (``d >= 2``), one batch row per system.
+    system : TokenSystem
+        The settings of the ``B`` systems.
+
+    Returns
+    -------
+    Tensor (B, n, d)
+        The velocities, tangent to the sphere at each token.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import TokenSystem, uniform_sphere, velocity
+    >>> X = uniform_sphere(2, 5, 3, generator=torch.Generator().manual_seed(0))
+    >>> v = velocity(X, TokenSystem.grid([1.0, 4.0]))
+    >>> tuple(v.shape), float((v * X).sum(-1).abs().max()) < 1e-12  # tangent
+    ((2, 5, 3), True)
+    """
     return _velocity(_check_X(X, system), system)
 
 
 def energy(X: torch.Tensor, system: TokenSystem) -> torch.Tensor:
     r"""The energy :math:`\mathsf F=\frac1{2\beta n^2}\sum_{i,j}g_\beta(x_i,x_j)+\frac1n\sum_iV(x_i)` of every
-    system (the perceptron term only where ``mlp = 1``): (B,)."""
+    system (the perceptron term only where ``mlp = 1``): (B,).
+
+    Parameters
+    ----------
+    X : Tensor (B, n, d)
+        Tokens on the unit sphere, one batch row per system.
+    system : TokenSystem
+        The settings of the ``B`` systems.
+
+    Returns
+    -------
+    Tensor (B,)
+        The energy of every system, of the dtype of ``X``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import TokenSystem, energy
+    >>> X = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]], dtype=torch.float64)  # one cluster
+    >>> energy(X, TokenSystem.grid([2.0])).tolist()  # 1 / (2 beta)
+    [0.25]
+    """
     X = _check_X(X, system)
     n = X.shape[1]
     E = _kernel(X, system.beta).sum((1, 2)) / (2 * system.beta.to(X) * n * n)
@@ -225,7 +461,34 @@ def _step(X, s, dt, method):
 
 def step(X: torch.Tensor, system: TokenSystem, dt: float, method: str = "euler") -> torch.Tensor:
     """One step of size ``dt``: explicit Euler followed by the projection back to the sphere (the paper's
-    scheme), or Heun / classical Runge-Kutta whose stages are projected likewise (second and fourth order)."""
+    scheme), or Heun / classical Runge-Kutta whose stages are projected likewise (second and fourth order).
+
+    Parameters
+    ----------
+    X : Tensor (B, n, d)
+        Tokens on the unit sphere, one batch row per system.
+    system : TokenSystem
+        The settings of the ``B`` systems.
+    dt : float
+        Step size (> 0).
+    method : str
+        ``"euler"`` (default), ``"heun"`` or ``"rk4"``.
+
+    Returns
+    -------
+    Tensor (B, n, d)
+        The tokens after the step, on the sphere.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import TokenSystem, energy, step, uniform_sphere
+    >>> X = uniform_sphere(1, 6, 3, generator=torch.Generator().manual_seed(0))
+    >>> s = TokenSystem.grid([1.0])  # ascent of the energy
+    >>> Y = step(X, s, 0.1, "rk4")
+    >>> tuple(Y.shape), bool(energy(Y, s) > energy(X, s))
+    ((1, 6, 3), True)
+    """
     X = _check_X(X, system)
     check_positive(dt, "dt")
     if method not in _METHODS:
@@ -236,7 +499,28 @@ def step(X: torch.Tensor, system: TokenSystem, dt: float, method: str = "euler")
 # ---------------------------------------------------------------------------------- clusters
 def cluster_threshold(beta, d: int, c: float = 0.5) -> np.ndarray:
     r"""Geodesic grouping radius :math:`\min(c/\sqrt\beta,\pi/(2d))` (the interaction scale of Lemma 5.3,
-    :math:`r_\beta\sim1/\sqrt\beta`; the cap keeps small betas from merging the whole sphere)."""
+    :math:`r_\beta\sim1/\sqrt\beta`; the cap keeps small betas from merging the whole sphere).
+
+    Parameters
+    ----------
+    beta : float or array_like
+        Inverse temperature(s), > 0.
+    d : int
+        Ambient dimension (the sphere is :math:`S^{d-1}`).
+    c : float
+        The constant of :math:`c/\sqrt\beta` (> 0).
+
+    Returns
+    -------
+    numpy.ndarray, float64
+        The radius, of the shape of ``beta`` (a NumPy scalar for a scalar ``beta``).
+
+    Examples
+    --------
+    >>> from mfattn.tokens import cluster_threshold
+    >>> cluster_threshold([1.0, 4.0, 100.0], 3).tolist()  # the first is capped at pi / 6
+    [0.5, 0.25, 0.05]
+    """
     b = np.asarray(beta, dtype=float)
     if np.any(b <= 0):
         raise ValueError("beta: must be > 0")
@@ -251,6 +535,30 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
 
     On the circle the components are the arcs between consecutive gaps wider than the threshold
     (sorting, vectorised over systems); for ``d >= 3`` the connected components of the graph.
+
+    Parameters
+    ----------
+    X : Tensor (B, n, d)
+        Tokens on the unit sphere, one batch row per system.
+    threshold : float or array_like (B,)
+        The geodesic radius, one for all systems or one per system.
+
+    Returns
+    -------
+    labels : Tensor (B, n), int64
+        The cluster of every token, numbered ``0 .. k - 1`` within each system (on the CPU).
+    counts : Tensor (B,), int64
+        The number of clusters ``k`` of every system (on the CPU).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import cluster_labels
+    >>> a = torch.tensor([[4.0, 0.0, 2.0, 0.1, 2.05, 6.2]], dtype=torch.float64)
+    >>> X = torch.stack([a.cos(), a.sin()], -1)  # angles on the circle
+    >>> labels, counts = cluster_labels(X, 0.3)  # 6.2 and 0.0 are 0.083 apart
+    >>> labels.tolist(), counts.tolist()
+    ([[0, 1, 2, 1, 2, 1]], [3])
     """
     check_tensor(X, "X", ndim=3)
     B, n, d = X.shape
@@ -266,7 +574,7 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
         wrap = ~cut[:, -1]
         start = torch.where(wrap[:, None] & (start == start[:, -1:]), torch.zeros_like(start), start)
         start = torch.where(cut.any(1)[:, None], start, torch.zeros_like(start))
-        # relabel to 0..k-1 in order of first appearance
+        # relabel to 0..k-1 (torch.unique: in angular order from -pi, not in order of first appearance)
         labels = torch.empty(B, n, dtype=torch.long)
         labels.scatter_(1, order.cpu(), start.cpu())
         return _compact(labels), counts.cpu()
@@ -287,6 +595,27 @@ def anchored_counts(X: torch.Tensor, threshold) -> np.ndarray:
     cut the circle at its widest gap, walk the sorted angles, and start a new cluster whenever a token is
     farther than ``threshold`` from the *first* token of the current one. Unlike single linkage it chops a
     diffuse arc into pieces of length ``threshold``; on atomic configurations the two agree. (B,) counts.
+
+    Parameters
+    ----------
+    X : Tensor (B, n, 2)
+        Tokens on the unit circle, one batch row per system.
+    threshold : float or array_like (B,)
+        The chaining radius (an angle), one for all systems or one per system.
+
+    Returns
+    -------
+    numpy.ndarray (B,), int
+        The number of clusters of every system.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import anchored_counts, cluster_labels
+    >>> a = torch.tensor([[0.0, 0.2, 0.4, 0.6, 0.8, 3.0]], dtype=torch.float64)
+    >>> X = torch.stack([a.cos(), a.sin()], -1)  # a diffuse arc and one far token
+    >>> anchored_counts(X, 0.3).tolist(), cluster_labels(X, 0.3)[1].tolist()
+    ([4], [2])
     """
     check_tensor(X, "X", ndim=3)
     if X.shape[2] != 2:
@@ -317,7 +646,27 @@ def _compact(labels):
 
 
 def cluster_masses(labels: torch.Tensor) -> list[np.ndarray]:
-    """The masses (fractions of tokens) of every cluster of every system, largest first."""
+    """The masses (fractions of tokens) of every cluster of every system, largest first.
+
+    Parameters
+    ----------
+    labels : Tensor (B, n), int64, on the CPU
+        Cluster labels ``0 .. k - 1``, as from :func:`cluster_labels`.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        ``B`` arrays; array ``b`` holds the ``k_b`` masses of system ``b`` (summing to one),
+        in decreasing order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import cluster_masses
+    >>> labels = torch.tensor([[0, 1, 2, 1, 2, 1], [0, 0, 0, 0, 0, 0]])
+    >>> [m.round(3).tolist() for m in cluster_masses(labels)]
+    [[0.5, 0.333, 0.167], [1.0]]
+    """
     n = labels.shape[1]
     return [np.sort(np.bincount(l.numpy()) / n)[::-1] for l in labels]
 
@@ -325,7 +674,42 @@ def cluster_masses(labels: torch.Tensor) -> list[np.ndarray]:
 # ----------------------------------------------------------------------------------- runs
 @dataclass
 class TokenRun:
-    """A batched run: histories at every snapshot (every ``snapshot_every`` steps) and the stopping record."""
+    """A batched run: histories at every snapshot (every ``snapshot_every`` steps) and the stopping record.
+
+    Returned by :func:`simulate`; ``S`` is the number of snapshots (the initial state included).
+    A stopped system is frozen, and its later snapshots repeat its final state.
+
+    Attributes
+    ----------
+    X : Tensor (B, n, d)
+        The final tokens (each system as it was when it stopped).
+    steps : numpy.ndarray (S,), int
+        The step index of every snapshot.
+    energy : numpy.ndarray (S, B)
+        The energy (:func:`energy`) of every system at every snapshot.
+    counts : numpy.ndarray (S, B), int
+        The number of clusters (:func:`cluster_labels` at ``threshold``).
+    speed : numpy.ndarray (S, B)
+        The largest token speed ``max_i |x_i'|``.
+    stop_step : numpy.ndarray (B,), int
+        The step at which each system met the stopping rule (``max_steps`` if never).
+    converged : numpy.ndarray (B,), bool
+        Whether it met it.
+    kept : dict of int to Tensor (B, n, d)
+        The tokens at the requested steps (``keep_at`` of :func:`simulate`).
+    threshold : numpy.ndarray (B,)
+        The grouping radius of every system (:func:`cluster_threshold`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import TokenSystem, simulate, uniform_sphere
+    >>> X0 = uniform_sphere(1, 4, 2, generator=torch.Generator().manual_seed(0))
+    >>> run = simulate(X0, TokenSystem.grid([1.0]), dt=0.1, max_steps=30, snapshot_every=10,
+    ...                keep_at=(0, 20), progress=False)
+    >>> run.steps.tolist(), run.energy.shape, sorted(run.kept), run.threshold.tolist()
+    ([0, 10, 20, 30], (4, 1), [0, 20], [0.5])
+    """
 
     X: torch.Tensor  # (B, n, d) final tokens (each system frozen at its stop)
     steps: np.ndarray  # (S,) step index of every snapshot
@@ -347,6 +731,46 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
     (and is frozen) once its count has been the same over the last ``window`` snapshots and its largest
     token speed is at most ``drift_tol``. The energy, counts and speeds of all systems are recorded at
     every snapshot, and the tokens at the steps of ``keep_at``.
+
+    Parameters
+    ----------
+    X0 : Tensor (B, n, d)
+        Initial tokens on the unit sphere, one batch row per system (not modified).
+    system : TokenSystem
+        The settings of the ``B`` systems.
+    dt : float
+        Step size (> 0).
+    max_steps : int
+        The largest number of steps.
+    snapshot_every : int
+        Steps between snapshots (the last step is always one).
+    window : int
+        Number of consecutive snapshots whose cluster counts must agree for a system to stop.
+    drift_tol : float
+        The largest token speed allowed at a stop (> 0).
+    c : float
+        The constant of :func:`cluster_threshold`.
+    method : str
+        ``"euler"`` (default), ``"heun"`` or ``"rk4"``, as in :func:`step`.
+    keep_at : iterable of int
+        Steps at which the tokens are kept (only steps that are reached).
+    progress : bool
+        Whether to show a progress bar.
+
+    Returns
+    -------
+    TokenRun
+        The final tokens, the histories and the stopping record.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import TokenSystem, simulate, uniform_sphere
+    >>> X0 = uniform_sphere(2, 8, 2, generator=torch.Generator().manual_seed(0))
+    >>> run = simulate(X0, TokenSystem.grid([1.0, 25.0]), dt=0.1, max_steps=300, snapshot_every=20,
+    ...                window=3, drift_tol=1e-3, progress=False)
+    >>> run.stop_step.tolist(), run.converged.tolist(), run.counts[-1].tolist()
+    ([160, 300], [True, False], [1, 5])
     """
     X = _check_X(X0, system).clone()
     check_positive(dt, "dt")

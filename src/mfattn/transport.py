@@ -22,6 +22,42 @@ def wasserstein(a: torch.Tensor, b: torch.Tensor, *, p: int = 2, exact_max: int 
     Exact optimal transport (``ot.emd2``) when ``N * M <= exact_max**2``; beyond, the sliced
     Wasserstein distance (``ot.sliced_wasserstein_distance``, ``n_projections`` directions), a
     lower bound of :math:`W_p` up to a dimension factor.
+
+    Parameters
+    ----------
+    a : Tensor (N, d)
+        Atoms of the first measure, each of weight ``1/N`` (any float dtype and device).
+    b : Tensor (M, d)
+        Atoms of the second measure, each of weight ``1/M``.
+    p : {1, 2}, default 2
+        Order of the distance.
+    exact_max : int, default 2048
+        Exact transport when ``N * M <= exact_max**2``, else the sliced distance.
+    n_projections : int, default 512
+        Number of random directions of the sliced distance.
+    seed : int, default 0
+        Seed of those directions.
+
+    Returns
+    -------
+    float
+        :math:`W_p`, or the sliced distance beyond ``exact_max``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid (e.g. ``b`` of another dimension).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.transport import wasserstein
+    >>> a = torch.zeros(4, 2, dtype=torch.float64)
+    >>> b = a + torch.tensor([3.0, 4.0], dtype=torch.float64)
+    >>> round(wasserstein(a, b), 6), round(wasserstein(a, b, p=1), 6)
+    (5.0, 5.0)
+    >>> wasserstein(a, b, exact_max=1) <= 5.0  # sliced
+    True
     """
     A, B = _np(a, "a"), _np(b, "b")
     if A.shape[1] != B.shape[1]:
@@ -43,6 +79,31 @@ def lipschitz_discrepancy(heads: torch.Tensor, reference: torch.Tensor, directio
     test functions: the linear maps :math:`\omega\mapsto\langle v,\omega\rangle` for the unit rows of
     ``directions`` and the distances :math:`\omega\mapsto\|\omega - c\|` to the rows of ``centers``.
     ``rho`` is the uniform measure of ``reference``.
+
+    Parameters
+    ----------
+    heads : Tensor (N, d)
+        Atoms of the empirical measure, each of weight ``1/N``.
+    reference : Tensor (M, d)
+        Atoms of :math:`\rho`, each of weight ``1/M``.
+    directions : Tensor (P, d)
+        Directions ``v`` of the linear test functions (normalised here).
+    centers : Tensor (Q, d)
+        Centres ``c`` of the distance test functions.
+
+    Returns
+    -------
+    float
+        The largest discrepancy over the ``P + Q`` test functions.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.transport import lipschitz_discrepancy
+    >>> heads = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> reference = torch.zeros(3, 2)
+    >>> lipschitz_discrepancy(heads, reference, directions=torch.eye(2), centers=torch.zeros(1, 2))
+    1.0
     """
     for x, name in ((heads, "heads"), (reference, "reference"), (directions, "directions"), (centers, "centers")):
         check_tensor(x, name, ndim=2)
