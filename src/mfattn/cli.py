@@ -164,7 +164,7 @@ def run(args) -> Path:
             raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
                              f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
         except KeyboardInterrupt:
-            raise SystemExit(f"mfattn: interrupted; the kernel is stopped; partial notebook: {target}") from None
+            raise SystemExit(f"mfattn: interrupted; partial notebook: {target}") from None
     finally:
         source_nb.unlink(missing_ok=True)
     if args.inplace:
