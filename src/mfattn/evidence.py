@@ -22,7 +22,9 @@ __all__ = ["RESULTS", "COMPANION", "collect", "table", "counts", "markdown"]
 RESULTS = [
     ("Lemma 2.1", "the softmax is 1/2-Lipschitz", ""),
     ("Prop. 3.4", "attention features are smooth, with polynomial constants, on balls", ""),
-    ("Remark 3.5", "the local constants grow with the radius; no global smoothness",
+    ("Assumption 3.2", "every measure is supported in one compact K (smoothness on invariant compact sets)",
+     "no experiment yet"),
+    ("Remark 3.5", "C_m depends on L and on norm bounds only: no separate dependence on d_x or d_v",
      "no experiment yet; chapter 01 measures the growth of the constants, which is what the remark is about"),
     ("Thm 4.1", "inf E_N - inf E <= C / sqrt(N) (14)", ""),
     ("Remark 4.2", "comparison with the classical (square-loss) mean-field rate", ""),
@@ -30,6 +32,7 @@ RESULTS = [
     ("Thm 5.2", "SGD heads follow the mean-field flow: N^-1/2, eps^1/2 and eps terms", ""),
     ("Thm 6.1", "energy dissipation dE/dt = -I (38), (39)", ""),
     ("Thm 6.3", "stationary solutions have grad Phi = 0 on their support", ""),
+    ("Thm 6.6 hyp.", "the trajectory is precompact in W1 (the hypothesis of Theorem 6.6)", "no experiment yet"),
     ("Thm 6.6.1", "E(rho_t) converges",
      "no verdict: with soft labels the limit is H and chapter 04 shows E(rho_t) - H falling, but no verdict "
      "tests existence of the limit as such"),
