@@ -278,3 +278,72 @@ def test_bad_inputs(task, star):
         st.initial_rate([0, 1, 2], [0, 1, 2], points=5)
     with pytest.raises(ValueError, match="v: expected length"):
         st.translate(m, w, torch.ones(3, dtype=torch.float64), 0.1)
+
+
+@pytest.fixture(scope="module")
+def uniform(task):
+    model, data = task.model, task.data
+    w, _ = st.uniform_attention_point(model, data, generator=torch.Generator().manual_seed(3), n_starts=2)
+    return w
+
+
+def test_uniform_attention_point_is_a_stationary_saddle_with_nonzero_features(task, uniform):
+    model, data = task.model, task.data
+    W_Q, W_K, W_V, W_O = model.unpack(uniform)
+    assert float(W_Q.abs().max()) == 0.0 and float(W_K.abs().max()) == 0.0
+    assert float(model.features(data.X, uniform[None]).abs().max()) > 1e-3  # psi != 0
+    # stationary in every coordinate, W_Q and W_K included (the bilinear scores), not only where it was minimised
+    g = model.grad_first_variation(data, uniform[None], uniform[None])[0]
+    assert float(g.norm()) < 1e-10
+    # the (W_Q, W_K) block of H_tr is H0's there (J vanishes on it) and its spectrum is symmetric: +-sigma(B)
+    kk = 2 * model.d_x * model.d_k
+    D = st.analyse_dirac(model, data, uniform)
+    assert torch.allclose(D.H_tr[:kk, :kk], D.H0[:kk, :kk], atol=1e-14)
+    e = torch.linalg.eigvalsh(D.H_tr[:kk, :kk])
+    assert torch.allclose(e, -e.flip(0), atol=1e-12) and float(e[0]) < 0
+    # lower risk than any (W_V, W_O) nearby with W_Q = W_K = 0
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(4):
+        d = torch.randn(model.d_omega, generator=gen, dtype=torch.float64)
+        d[:kk] = 0
+        r = float(model.risk(data, (uniform + 1e-3 * d)[None]))
+        assert r >= D.risk - 1e-12
+
+
+def test_lifted_hessian_matches_finite_differences_and_splits_at_a_dirac_lift(task, star):
+    star = star.omega
+    """(49) at a Dirac lift: the mean of W_delta sees H_tr, its centred part H0 (N - 1 copies)."""
+    model, data = task.model, task.data
+    N = 3
+    W = star[None].repeat(N, 1)
+    HL = st.lifted_hessian(model, data, W)
+    # second derivative of t -> E(law(W + t delta)) by central differences, against delta' HL delta / N
+    gen = torch.Generator().manual_seed(11)
+    delta = torch.randn(N, model.d_omega, generator=gen, dtype=torch.float64)
+    E = lambda t: float(model.risk(data, W + t * delta))
+    h = 1e-3
+    fd = (E(h) - 2 * E(0.0) + E(-h)) / h**2
+    quad = float(delta.reshape(-1) @ HL @ delta.reshape(-1)) / N
+    assert abs(fd / quad - 1) < 1e-5
+    H0 = model.hessian_first_variation(data, star, star[None])
+    H_tr = model.translation_hessian(data, star)
+    union = torch.sort(torch.cat([torch.linalg.eigvalsh(H_tr)] + [torch.linalg.eigvalsh(H0)] * (N - 1))).values
+    assert torch.allclose(torch.linalg.eigvalsh(HL), union, atol=1e-12)
+
+
+def test_lifted_monotonicity_is_the_secant_quotient_of_the_single_head_risk(task):
+    model, data = task.model, task.data
+    gen = torch.Generator().manual_seed(12)
+    a = 0.5 * torch.randn(3, model.d_omega, generator=gen, dtype=torch.float64)
+    b = 0.5 * torch.randn(3, model.d_omega, generator=gen, dtype=torch.float64)
+    q = st.lifted_monotonicity(model, data, a, b)
+    # <a - b, grad R(a) - grad R(b)> = int_0^1 (a-b)' H_tr(b + s(a-b)) (a-b) ds: Gauss-Legendre quadrature
+    x, w = np.polynomial.legendre.leggauss(12)
+    for j in range(3):
+        d = a[j] - b[j]
+        val = sum(wk / 2 * float(d @ model.translation_hessian(data, b[j] + (xk + 1) / 2 * d) @ d) for xk, wk in zip(x, w))
+        assert abs(float(q[j]) - val / float(d @ d)) < 1e-8 * max(1.0, abs(val / float(d @ d)))
+    with pytest.raises(ValueError, match="b"):
+        st.lifted_monotonicity(model, data, a, a)
+    with pytest.raises(ValueError, match="b"):
+        st.lifted_monotonicity(model, data, a, b[:2])

@@ -52,6 +52,8 @@ __all__ = [
     "dilation_direction",
     "group_action",
     "initial_rate",
+    "lifted_hessian",
+    "lifted_monotonicity",
     "monotonicity_ratio",
     "named_tangent",
     "orbit_distance",
@@ -63,6 +65,7 @@ __all__ = [
     "spectrum",
     "split",
     "translate",
+    "uniform_attention_point",
     "zero_hessian",
 ]
 
@@ -783,6 +786,71 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     >>> torch.allclose(canonical_point(task.model, omega), omega)
     True
     """
+    return _minimise(model, data, generator=generator, n_starts=n_starts, scale=scale, max_iter=max_iter,
+                     newton_steps=newton_steps, uniform=False)
+
+
+def uniform_attention_point(model: HeadModel, data: Dataset, *, generator: torch.Generator, n_starts: int = 4,
+                            scale: float = 0.5, max_iter: int = 500, newton_steps: int = 8):
+    r"""A Dirac stationary point with :math:`\psi
+eq0` that is a saddle: :math:`W_Q=W_K=0` (uniform causal
+    attention) and :math:`(W_V,W_O)` minimising the single-head risk :math:`\mathcal E(\delta_\omega)` under
+    that constraint; return ``(omega, risks)``.
+
+    The scores :math:`XW_QW_K^\top X^\top/\sqrt{d_k}` are bilinear in :math:`(W_Q,W_K)`, so the gradient of the
+    risk in :math:`W_Q` carries a factor :math:`W_K` and vice versa: both vanish at :math:`W_Q=W_K=0`, and a
+    minimiser over :math:`(W_V,W_O)` there is a critical point of the whole single-head risk, that is a
+    Dirac stationary point (51). Its features :math:`\psi=A_0XW_VW_OW_{out}` (:math:`A_0` the causal average)
+    are nonzero, so the :math:`E[J^\top SJ]` term of :math:`H_{tr}` (59) is active in the
+    :math:`(W_V,W_O)` directions; the :math:`(W_Q,W_K)` block of :math:`H_{tr}` is
+    :math:`\left[\begin{smallmatrix}0&B\\B^\top&0\end{smallmatrix}\right]`, with eigenvalues :math:`\pm\sigma(B)`,
+    so the point is a saddle as soon as :math:`B\neq0` (Theorem 7.8; chapter 05). The minimisation
+    is that of :func:`single_head_minimum` restricted to :math:`(W_V,W_O)`; the result is the
+    :func:`canonical_point` of its orbit.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    generator : torch.Generator
+        Seeds the starts of ``(W_V, W_O)`` (drawn in float64 on the CPU).
+    n_starts : int
+        Number of Gaussian starts.
+    scale : float
+        Standard deviation of the starts' entries.
+    max_iter : int
+        L-BFGS iterations per start.
+    newton_steps : int
+        Newton steps in ``(W_V, W_O)`` after L-BFGS (0 for none).
+
+    Returns
+    -------
+    omega : Tensor (d_omega,), the model's dtype
+        The canonical point, with ``W_Q = W_K = 0``, of the first start within rounding of the lowest risk.
+    risks : list of float
+        The risk reached from each start, in order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import analyse_dirac, uniform_attention_point
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> omega, _ = uniform_attention_point(task.model, task.data, generator=torch.Generator().manual_seed(0),
+    ...                                    n_starts=1)
+    >>> W_Q, W_K, W_V, W_O = task.model.unpack(omega)
+    >>> float(W_Q.abs().max()), float(W_K.abs().max()), float((W_V @ W_O).abs().max()) > 0
+    (0.0, 0.0, True)
+    >>> analyse_dirac(task.model, task.data, omega).grad_norm < 1e-12  # a Dirac stationary point (51)
+    True
+    """
+    return _minimise(model, data, generator=generator, n_starts=n_starts, scale=scale, max_iter=max_iter,
+                     newton_steps=newton_steps, uniform=True)
+
+
+def _minimise(model, data, *, generator, n_starts, scale, max_iter, newton_steps, uniform):
     model = _check_model(model)
     data = model.check_data(data)
     check_positive(n_starts, "n_starts", integer=True)
@@ -790,14 +858,19 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     check_positive(max_iter, "max_iter", integer=True)
     check_positive(newton_steps, "newton_steps", integer=True, allow_zero=True)
     check_generator(generator)
+    # the free coordinates: all of omega, or (W_V, W_O) with W_Q = W_K = 0 (layout W_Q, W_K, W_V, W_O)
+    free = torch.ones(model.d_omega, dtype=torch.bool, device=model.device)
+    if uniform:
+        free[: 2 * model.d_x * model.d_k] = False
 
     def risk_grad(w):
-        return _single_head(model, data, w)
+        r, g = _single_head(model, data, w)
+        return r, torch.where(free, g, torch.zeros_like(g))
 
     ends, risks = [], []
     for _ in range(n_starts):
         x = (scale * torch.randn(model.d_omega, generator=generator, dtype=torch.float64)).to(model.dtype)
-        x = x.to(model.device).requires_grad_(True)
+        x = torch.where(free, x.to(model.device), torch.zeros_like(x, device=model.device)).requires_grad_(True)
         opt = torch.optim.LBFGS([x], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12, tolerance_change=1e-16,
                                 history_size=20, line_search_fn="strong_wolfe")
 
@@ -808,10 +881,11 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
 
         opt.step(closure)
         w = x.detach().clone()
+        idx = free.nonzero()[:, 0]
         for _ in range(newton_steps):
             _, g = risk_grad(w)
-            H = model.translation_hessian(data, w)
-            w = w - torch.linalg.lstsq(H, g[:, None], rcond=1e-10).solution[:, 0]
+            H = model.translation_hessian(data, w)[idx][:, idx]
+            w[idx] = w[idx] - torch.linalg.lstsq(H, g[idx, None], rcond=1e-10).solution[:, 0]
         risks.append(float(risk_grad(w)[0]))
         ends.append(w)
     # the first start within rounding of the lowest risk (not the lowest by rounding), moved to the
@@ -819,6 +893,113 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     low = min(risks)
     best = next(w for r, w in zip(risks, ends) if r <= low + 1e-10 * max(1.0, abs(low)))
     return canonical_point(model, best), risks
+
+
+def lifted_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor) -> torch.Tensor:
+    r"""The Hessian of the Lions lift :math:`\widetilde{\mathcal E}(W)=\mathcal E(\mathcal L(W))` of Remark 7.4 at
+    the empirical lift of ``heads``, by automatic differentiation of the risk (10): ``(N d_omega, N d_omega)``.
+
+    On the probability space of ``N`` equally likely states, :math:`W=(\omega_1,\dots,\omega_N)` has law
+    :math:`\frac1N\sum_i\delta_{\omega_i}` and :math:`\mathbb E|W_\delta|^2=\frac1N\sum_i|\delta_i|^2`. The returned
+    matrix is ``N`` times the Euclidean Hessian of :math:`(\omega_i)_i\mapsto\mathcal E(\frac1N\sum_i\delta_{\omega_i})`,
+    so that its Rayleigh quotient is :math:`D^2\widetilde{\mathcal E}[W_\delta,W_\delta]/\mathbb E|W_\delta|^2`, the
+    ratio that (48) bounds below by :math:`\kappa`. It uses the risk alone, not the engine's :math:`H_0` (50)
+    or :math:`H_{tr}` (59), so it tests formula (49) independently: at a Dirac lift
+    (all ``heads`` equal to :math:`\omega_*`), (49) splits :math:`W_\delta` into its mean, which sees
+    :math:`H_{tr}`, and its centred part, which sees :math:`H_0`; for ``N >= 2`` the spectrum is that of
+    :math:`H_{tr}` together with that of :math:`H_0` repeated ``N - 1`` times (chapter 05).
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    heads : Tensor (N, d_omega), the model's dtype
+        The states of the lift, equally weighted.
+
+    Returns
+    -------
+    Tensor (N * d_omega, N * d_omega)
+        The lifted Hessian in the :math:`L^2` normalisation, symmetric; row ``i * d_omega + k`` is
+        coordinate ``k`` of state ``i``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import lifted_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> w = torch.randn(model.d_omega, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> HL = lifted_hessian(model, data, w[None])  # one state: the Hessian of the single-head risk, H_tr
+    >>> bool(torch.allclose(HL, model.translation_hessian(data, w)))
+    True
+    >>> lifted_hessian(model, data, w[None].repeat(2, 1)).shape
+    torch.Size([48, 48])
+    """
+    model = _check_model(model)
+    data = model.check_data(data)
+    heads = model.check_heads(heads)
+    N = heads.shape[0]
+    weights = heads.new_full((N,), 1.0 / N)
+
+    def risk(flat):
+        return model.risk_and_dissipation(data.X, data.Y, flat.view(N, model.d_omega), weights, dissipation=False)[0]
+
+    H = torch.autograd.functional.hessian(risk, heads.reshape(-1).detach())
+    return N * 0.5 * (H + H.T)
+
+
+def lifted_monotonicity(model: HeadModel, data: Dataset, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    r"""The monotonicity quotient of the lifted gradient between Dirac masses:
+    :math:`\langle a-b,\nabla\Phi(a;\delta_a)-\nabla\Phi(b;\delta_b)\rangle/|a-b|^2`, one per pair ``(a_j, b_j)``.
+
+    By Remark 7.4, :math:`D\widetilde{\mathcal E}(W)=\nabla\Phi(W;\mathcal L(W))`; for the deterministic lifts
+    :math:`W\equiv a`, :math:`\bar W\equiv b` the left side of (47) divided by :math:`\mathbb E|W-\bar W|^2` is this
+    quotient, which is also the quotient of (45) for :math:`\rho=\delta_a`, :math:`\bar\rho=\delta_b` (their only
+    coupling). A negative value is a pair along which the risk is not displacement convex
+    (Remark 7.3; chapter 05). One head pass per Dirac mass.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    a, b : Tensor (P, d_omega), the model's dtype
+        The pairs of heads, ``a[j] != b[j]``.
+
+    Returns
+    -------
+    Tensor (P,)
+        The quotients.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.stability import lifted_monotonicity, zero_hessian
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> zh = zero_hessian(model, data)  # at the saddle 0, along its lowest direction: -sigma_1(C)
+    >>> q = lifted_monotonicity(model, data, 1e-4 * zh.v_min[None], torch.zeros(1, model.d_omega, dtype=torch.float64))
+    >>> bool(abs(q[0] / zh.eigenvalues[0] - 1) < 1e-6)
+    True
+    """
+    model = _check_model(model)
+    data = model.check_data(data)
+    a = model.check_heads(a, "a")
+    b = model.check_heads(b, "b")
+    if a.shape != b.shape:
+        raise ValueError(f"b: expected the shape of a, {tuple(a.shape)}, got {tuple(b.shape)}")
+    d = a - b
+    dd = (d * d).sum(1)
+    if not bool((dd > 0).all()):
+        raise ValueError("b: every pair needs a[j] != b[j]")
+    ga = torch.stack([_single_head(model, data, w)[1] for w in a])
+    gb = torch.stack([_single_head(model, data, w)[1] for w in b])
+    return (d * (ga - gb)).sum(1) / dd
 
 
 class ZeroHessian(NamedTuple):
