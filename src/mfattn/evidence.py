@@ -18,7 +18,8 @@ from .book import EVIDENCE, KINDS
 
 __all__ = ["RESULTS", "COMPANION", "collect", "table", "counts", "markdown"]
 
-# (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it)
+# (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it
+#  [, a note shown beside its verdicts])
 RESULTS = [
     ("Lemma 2.1", "the softmax is 1/2-Lipschitz", ""),
     ("Prop. 3.4", "attention features are smooth, with polynomial constants, on balls", ""),
@@ -33,24 +34,34 @@ RESULTS = [
     ("Thm 6.1", "energy dissipation dE/dt = -I (38), (39)", ""),
     ("Thm 6.3", "stationary solutions have grad Phi = 0 on their support", ""),
     ("Thm 6.6 hyp.", "the trajectory is precompact in W1 (the hypothesis of Theorem 6.6)", "no experiment yet"),
-    ("Thm 6.6.1", "E(rho_t) converges",
-     "no verdict: with soft labels the limit is H and chapter 04 shows E(rho_t) - H falling, but no verdict "
-     "tests existence of the limit as such"),
+    ("Thm 6.6.1", "E(rho_t) converges", ""),
     ("Thm 6.6.2", "I(rho_t) -> 0", ""),
     ("Thm 6.6.3", "every W1 limit point is stationary",
-     "no experiment yet: it needs the limit points of a trajectory whose support still grows at the ci horizon"),
+     "cannot be tested on a finite horizon: a run up to T has no sequences t_n -> infinity; chapter 04, "
+     "'What a finite horizon cannot test', derives why, and measures the hypothesis (Thm 6.6 hyp.) and item 2 "
+     "that the proof uses"),
     ("Thm 6.6.4", "the omega-limit set is nonempty, compact, connected, stationary",
-     "no experiment yet (same reason as item 3)"),
+     "cannot be tested on a finite horizon: every finite set of measures is compact; chapter 04, 'What a finite "
+     "horizon cannot test'"),
     ("Thm 6.6.5", "convergence to a single stationary solution when the stationary set is totally disconnected",
-     "not testable as stated here: every stationary point lies on a continuous orbit of the head's symmetry "
-     "(chapter 05), so the stationary set is never totally disconnected in this parametrisation"),
+     "its hypothesis concerns the limit set itself, which a finite run cannot see, and the checkable route "
+     "through the stationary set is closed: every stationary measure with a nonzero atom lies on a continuous "
+     "orbit of the head symmetry (chapters 04 and 05)"),
     ("Remark 6.7", "an inward-pointing field on a sphere confines the flow (precompactness)", ""),
-    ("Prop. 6.9", "compactly supported trajectories are precompact", "no experiment yet"),
+    ("Prop. 6.9", "compactly supported trajectories are precompact", "no experiment yet",
+     "the conclusion is Prokhorov's theorem and holds for every family supported in K; only the hypothesis "
+     "supp rho_t in K says something about the flow, and that is what the verdict measures (chapter 04)"),
     ("Thm 6.10", "Kurdyka-Lojasiewicz rates for E(rho_t) - E_inf", ""),
-    ("Remark 6.11", "checkable sources of the KL inequality", "no experiment yet"),
-    ("Remark 6.12", "on the KL exponent", "no experiment yet"),
-    ("Remark 6.13", "comparison with finite-dimensional Lojasiewicz theory", "no experiment yet"),
+    ("Remark 6.11", "sources of KL: a finite-atomic analytic reduction (some theta < 1), a local PL estimate "
+     "(theta = 1/2)", "no experiment yet"),
+    ("Remark 6.12", "with zeta >= zeta_- the KL rates hold in physical time: algebraic, t^(-1/(2 theta - 1))",
+     "no experiment yet"),
+    ("Remark 6.13", "comparison with finite-dimensional Lojasiewicz theory",
+     "no quantitative statement: the remark says that the paper does not claim the KL inequality; whether it "
+     "holds is measured under Thm 6.10 and Remark 6.11 (chapter 04, 'What a finite horizon cannot test')"),
     ("Section 8", "convergence to minimisers: the stationary limit satisfies the support condition", ""),
+    ("Section 8 PL", "a PL inequality I >= 2 lambda (E - E_min) where the flow goes: exponential rate, global limits",
+     ""),
     ("Thm 7.1", "local Wasserstein exponential stability under strong monotonicity (45), (46)", ""),
     ("Remark 7.2", "a checkable sufficient condition for strong monotonicity", "no experiment yet"),
     ("Remark 7.3", "relation to contractivity of Wasserstein gradient flows", "no experiment yet"),
@@ -157,8 +168,9 @@ def table(records: list[dict]) -> list[dict]:
     -------
     list of dict
         In the order of :data:`RESULTS`, then :data:`COMPANION`, rows with keys ``result`` (the
-        name), ``what`` (what it says), ``verdicts`` (the records whose ``ref`` names it) and
-        ``reason`` (why it has none; empty when it has some).
+        name), ``what`` (what it says), ``verdicts`` (the records whose ``ref`` names it),
+        ``reason`` (why it has none; empty when it has some) and ``note`` (what the verdicts do and
+        do not show, where the result needs it; else empty).
 
     Examples
     --------
@@ -178,7 +190,8 @@ def table(records: list[dict]) -> list[dict]:
     for name, what, *why in RESULTS + COMPANION:
         vs = [r for r in records if name in r["ref"]]
         rows.append(dict(result=name, what=what, verdicts=vs,
-                         reason=(why[0] if why and why[0] else "no verdict names it yet") if not vs else ""))
+                         reason=(why[0] if why and why[0] else "no verdict names it yet") if not vs else "",
+                         note=why[1] if len(why) > 1 else ""))
     return rows
 
 
@@ -253,6 +266,8 @@ def markdown(records: list[dict]) -> str:
         if row["verdicts"]:
             v = "<br>".join(f"**{r['status']}** {r['kind']}: {_esc(r['claim'])} ({r['chapter'][:2]})"
                             for r in row["verdicts"])
+            if row["note"]:
+                v += f"<br>*note*: {_esc(row['note'])}"
         else:
             v = f"*not tested*: {_esc(row['reason'])}"
         lines.append(f"| {row['result']} | {_esc(row['what'])} | {v} |")
