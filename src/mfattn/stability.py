@@ -792,8 +792,7 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
 
 def uniform_attention_point(model: HeadModel, data: Dataset, *, generator: torch.Generator, n_starts: int = 4,
                             scale: float = 0.5, max_iter: int = 500, newton_steps: int = 8):
-    r"""A Dirac stationary point with :math:`\psi
-eq0` that is a saddle: :math:`W_Q=W_K=0` (uniform causal
+    r"""A Dirac stationary point with :math:`\psi\neq0` that is a saddle: :math:`W_Q=W_K=0` (uniform causal
     attention) and :math:`(W_V,W_O)` minimising the single-head risk :math:`\mathcal E(\delta_\omega)` under
     that constraint; return ``(omega, risks)``.
 
