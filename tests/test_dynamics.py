@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from mfattn.dynamics import Constant, Decaying, as_profile, reference_flow, rescaled_time, sgd
+from mfattn.dynamics import Constant, Decaying, as_profile, reference_flow, rescaled_time, sgd, uniform_ball
 from mfattn.sweep import run_sweep
 from mfattn.tasks import teacher_task
 from mfattn.transport import lipschitz_discrepancy, wasserstein
@@ -207,3 +207,34 @@ def test_chaos_errors_against_the_tagged_characteristics(task):
         direct = abs(float(task.model.risk(task.data, run.heads[j])) - float(task.model.risk(task.data, tags[j])))
         assert math.isclose(out["d25_tags"][j], direct, rel_tol=1e-12, abs_tol=1e-15)
     assert "d25_tags" not in chaos_errors(run, tags, ref.population, ref.risk, dirs, centers)
+
+
+@pytest.mark.parametrize("d", [1, 2, 32])
+def test_uniform_ball_is_uniform_on_the_ball(d):
+    """The compact rho_0 of chapter 02 (Assumption 3.2): inside the ball, the second moment d R^2/(d+2),
+    the radial law P(||w|| <= r) = (r/R)^d, no preferred direction, reproducible for a seed."""
+    n, R = 20000, 1.7
+    w = uniform_ball(n, d, R, generator=torch.Generator().manual_seed(d))
+    assert w.shape == (n, d) and w.dtype == torch.float64 and w.device.type == "cpu"
+    r = w.norm(dim=1)
+    assert float(r.max()) <= R and float(r.max()) > R * (1 - 10 / (d * n))  # the boundary is reached
+    m2, var = R**2 * d / (d + 2), R**4 * d / (d + 4) - (R**2 * d / (d + 2)) ** 2  # moments of ||w||^2
+    assert abs(float(r.pow(2).mean()) - m2) <= 4 * math.sqrt(var / n)
+    for q in (0.5, 0.9):  # a radius R U (not R U^(1/d)) would put half the mass inside R/2
+        p = q**d
+        assert abs(float((r <= q * R).double().mean()) - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1 / n
+    assert float(w.mean(0).norm()) <= 4 * R * math.sqrt(d / (d + 2) / n)  # centred
+    assert torch.equal(w, uniform_ball(n, d, R, generator=torch.Generator().manual_seed(d)))
+    assert not torch.equal(w, uniform_ball(n, d, R, generator=torch.Generator().manual_seed(d + 100)))
+    assert uniform_ball(3, d, R, generator=torch.Generator(), dtype=torch.float32).dtype == torch.float32
+
+
+def test_uniform_ball_bad_arguments_raise():
+    g = torch.Generator().manual_seed(0)
+    for kwargs, name in ((dict(n=0, d=2, radius=1.0), "n"), (dict(n=2.5, d=2, radius=1.0), "n"),
+                         (dict(n=4, d=0, radius=1.0), "d"), (dict(n=4, d=2, radius=0.0), "radius"),
+                         (dict(n=4, d=2, radius=float("inf")), "radius")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            uniform_ball(generator=g, **kwargs)
+    with pytest.raises(ValueError, match="^generator"):
+        uniform_ball(4, 2, 1.0, generator=None)

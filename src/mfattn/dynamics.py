@@ -40,6 +40,7 @@ __all__ = [
     "reference_flow",
     "err_bound",
     "chaos_errors",
+    "uniform_ball",
 ]
 
 
@@ -686,6 +687,60 @@ def reference_flow(
         torch.stack(stages) if keep_stages else None, W,
         {k: torch.tensor(v, dtype=torch.float64) for k, v in rec_stats.items()} if statistics else None,
     )
+
+
+# ------------------------------------------------------- a compactly supported rho_0
+def uniform_ball(n: int, d: int, radius: float, *, generator: torch.Generator,
+                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    r"""``n`` i.i.d. points uniform on the ball :math:`\{w\in\mathbb R^d : \|w\| \le R\}`.
+
+    A compactly supported :math:`\rho_0`, as Assumption 3.2 requires, for chapter 02. Each point is a
+    Gaussian direction :math:`g/\|g\|` times the radius :math:`R\,U^{1/d}`, ``U`` uniform on
+    ``[0, 1]``: the radius has density :math:`d\,r^{d-1}/R^d`, that of the uniform measure. Then
+    :math:`\mathbb E\|w\|^2 = d R^2/(d+2)`, so ``R = s * sqrt(d + 2)`` matches the second moment
+    :math:`d s^2` of :math:`N(0, s^2 I)`.
+
+    Parameters
+    ----------
+    n : int
+        Number of points, positive.
+    d : int
+        Dimension, positive.
+    radius : float
+        Radius ``R`` of the ball, positive.
+    generator : torch.Generator
+        Seeded CPU generator of the draws (the directions first, then the radii).
+    dtype : torch.dtype, default torch.float64
+        Floating-point type of the points (the draws are made in float64 and cast).
+
+    Returns
+    -------
+    Tensor (n, d)
+        The points, on the CPU; every norm is at most ``radius``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``n``, ``d``, ``radius`` or ``generator`` when it is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import uniform_ball
+    >>> w = uniform_ball(1000, 32, 2.0, generator=torch.Generator().manual_seed(0))
+    >>> w.shape, w.dtype, bool((w.norm(dim=1) <= 2.0).all())
+    (torch.Size([1000, 32]), torch.float64, True)
+    >>> round(float(w.pow(2).sum(1).mean()), 1), round(32 * 2.0**2 / 34, 1)  # E||w||^2 = d R^2/(d+2)
+    (3.8, 3.8)
+    """
+    check_positive(n, "n", integer=True)
+    check_positive(d, "d", integer=True)
+    check_positive(radius, "radius")
+    check_generator(generator)
+    g = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    u = torch.rand(n, generator=generator, dtype=torch.float64)
+    r = float(radius) * u.pow(1.0 / d)
+    return (g / g.norm(dim=1, keepdim=True) * r[:, None]).to(dtype)
 
 
 # -------------------------------------------------------------- Theorem 5.2 measurements
