@@ -72,3 +72,18 @@ def test_collect_rejects_unknown_kinds_and_references(tmp_path):
 def test_the_book_has_the_page():
     assert "book/evidence" in (ROOT / "_toc.yml").read_text()
     assert "markdown(collect())" in (ROOT / "book" / "evidence.md").read_text()
+
+
+def test_every_untested_result_says_why_with_a_derivation(records):
+    """A result without a verdict carries the reason it cannot be tested here, not a placeholder."""
+    for row in table(records):
+        if not row["verdicts"]:
+            assert not row["reason"].startswith(("no experiment yet", "no verdict names it yet")), row["result"]
+            assert "chapter" in row["reason"], row["result"]  # where the derivation is
+
+
+def test_notes_are_shown_beside_verdicts():
+    rec = [dict(kind="hypothesis", ref=["Prop. 6.9"], claim="radius bounded", measured="-0.5", predicted="<0",
+                tolerance="CI", status="PASS", chapter="04-long-time")]
+    line = next(x for x in markdown(rec).splitlines() if x.startswith("| Prop. 6.9 "))
+    assert "radius bounded" in line and "*note*: the conclusion is Prokhorov" in line
