@@ -162,3 +162,90 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="perceptron"):
         per = tk.Perceptron.sample(2, generator=torch.Generator().manual_seed(0))
         tk.velocity(X, tk.TokenSystem.grid([1.0], mlp=True, perceptron=per))
+
+
+@pytest.mark.parametrize("d", [2, 3, 6])
+def test_batched_cluster_labels_match_scipy_connected_components(d):
+    """The batched components (no loop over systems) against scipy's graph algorithm, one system at a time."""
+    from scipy.sparse.csgraph import connected_components
+
+    g = torch.Generator().manual_seed(d)
+    # clumpy configurations: a few centres, tokens scattered around them at several scales
+    B, n = 7, 60
+    centres = tk.uniform_sphere(B, 5, d, generator=g)
+    pick = torch.randint(0, 5, (B, n), generator=g)
+    X = centres[torch.arange(B)[:, None], pick] + 0.15 * torch.randn(B, n, d, generator=g, dtype=torch.float64)
+    X = X / X.norm(dim=-1, keepdim=True)
+    thr = np.linspace(0.05, 0.6, B)
+    labels, counts = tk.cluster_labels(X, thr)
+    for b in range(B):
+        adj = np.arccos(np.clip((X[b] @ X[b].T).numpy(), -1, 1)) <= thr[b]
+        k, lab = connected_components(adj, directed=False)
+        assert counts[b] == k
+        # the same partition: labels agree up to a renumbering
+        pairs = set(zip(labels[b].tolist(), lab.tolist()))
+        assert len(pairs) == k == len(set(labels[b].tolist()))
+        assert sorted(labels[b].unique().tolist()) == list(range(k))
+
+
+def test_theorem35_weight_makes_the_engine_a_time_change_of_the_papers_dynamics():
+    """With the perceptron weighted by exp(-beta), exp(beta) times the engine's velocity is the paper's, whose
+    kernel is exp(beta <x, y>) (written out here independently of the engine)."""
+    g = torch.Generator().manual_seed(21)
+    d, n = 3, 9
+    per = tk.Perceptron.sample(d, generator=g, activation="gelu")
+    betas = [0.5, 2.0, 7.0]
+    X = tk.uniform_sphere(len(betas), n, d, generator=g)
+    w = torch.as_tensor(tk.theorem35_weight(betas))
+    for sign in (1, -1):
+        base = tk.TokenSystem.grid(betas, sign=sign, mlp=True, perceptron=per)
+        s = tk.TokenSystem(base.beta, base.sign, base.normalized, w, per)
+        v = tk.velocity(X, s) * torch.exp(torch.tensor(betas, dtype=torch.float64))[:, None, None]
+        for b, beta in enumerate(betas):
+            x = X[b]
+            att = (torch.exp(beta * (x @ x.T)) @ x) / n
+            mlp = (per.scales * torch.nn.functional.gelu(x @ per.directions.T)) @ per.directions
+            amb = att + mlp
+            paper = sign * (amb - (amb * x).sum(1, keepdim=True) * x)
+            assert torch.allclose(v[b], paper, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="mlp"):
+        tk.TokenSystem(base.beta, base.sign, base.normalized, -w, per)
+
+
+def test_mass_bound_constant_and_limits():
+    a = torch.eye(2, dtype=torch.float64)
+    relu = tk.Perceptron(a, torch.tensor([0.3, -0.9], dtype=torch.float64), "relu")
+    gelu = tk.Perceptron(a, torch.tensor([0.3, -0.9], dtype=torch.float64), "gelu")
+    betas = np.array([1.0, 3.0, 10.0, 200.0])
+    mb = tk.mass_bound(betas, relu)
+    floor = 4 / (4 + 0.75 * math.exp(11 / 8))
+    assert abs(mb[-1] - floor) < 1e-12 and np.all(np.diff(mb) < 0)
+    # the excess over the floor is proportional to C_theta e^{-beta}; C_theta scales with Lip(sigma) sum |s_m|
+    z = torch.linspace(-6, 6, 120001, dtype=torch.float64, requires_grad=True)
+    (dg,) = torch.autograd.grad(torch.nn.functional.gelu(z).sum(), z)
+    lip_gelu = float(dg.abs().max())
+    ratio = (tk.mass_bound(betas[:3], gelu) - floor) / (mb[:3] - floor)
+    assert np.allclose(ratio, lip_gelu, rtol=1e-6)
+    double = tk.Perceptron(a, torch.tensor([0.6, -1.8], dtype=torch.float64), "relu")
+    assert np.allclose(tk.mass_bound(betas, double) - floor, 2 * (mb - floor))
+    with pytest.raises(ValueError, match="beta"):
+        tk.mass_bound([0.0], relu)
+
+
+def test_arc_mass_against_brute_force():
+    g = torch.Generator().manual_seed(8)
+    B, n = 5, 40
+    ang = torch.cat([0.3 * torch.randn(B, n // 2, generator=g, dtype=torch.float64),
+                     2 * math.pi * torch.rand(B, n // 2, generator=g, dtype=torch.float64)], 1)
+    X = torch.stack([torch.cos(ang), torch.sin(ang)], -1)
+    widths = [0.0, 0.05, 0.2, 1.0, 3.5]
+    got = tk.arc_mass(X, widths)
+    for b, w in enumerate(widths):
+        th = torch.atan2(X[b, :, 1], X[b, :, 0])
+        best = 0
+        for i in range(n):  # arcs starting at a token, counterclockwise
+            delta = torch.remainder(th - th[i], 2 * math.pi)
+            best = max(best, int((delta <= w + 1e-12).sum()))
+        assert got[b] == best / n
+    with pytest.raises(ValueError, match="X"):
+        tk.arc_mass(tk.uniform_sphere(1, 4, 3, generator=g), 0.1)

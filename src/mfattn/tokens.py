@@ -44,7 +44,8 @@ from ._progress import progress_bar
 from .activations import get_activation
 
 __all__ = ["Perceptron", "TokenSystem", "uniform_sphere", "velocity", "energy", "step", "cluster_threshold",
-           "cluster_labels", "anchored_counts", "cluster_masses", "TokenRun", "simulate"]
+           "cluster_labels", "anchored_counts", "cluster_masses", "arc_mass", "theorem35_weight", "mass_bound", "TokenRun",
+           "simulate"]
 
 
 # ----------------------------------------------------------------------------- perceptron
@@ -191,7 +192,9 @@ class TokenSystem:
     """Per-system settings of a batch of ``B`` systems.
 
     ``beta (B,)`` > 0; ``sign (B,)`` +1 (ascent) or -1 (descent); ``normalized (B,)`` bool, True for SA;
-    ``mlp (B,)`` 0 or 1, whether the perceptron acts on that system; ``perceptron`` shared by all.
+    ``mlp (B,)`` >= 0, the weight of the perceptron in that system (0: off, 1: as given; ``exp(-beta)``
+    puts a system in the regime of the companion paper's Theorem 3.5, see :func:`theorem35_weight`);
+    ``perceptron`` shared by all.
 
     Attributes
     ----------
@@ -202,7 +205,8 @@ class TokenSystem:
     normalized : Tensor (B,), bool
         True for SA (the attention field divided by its normaliser), False for USA.
     mlp : Tensor (B,)
-        1 where the perceptron acts, 0 elsewhere.
+        The weight of the perceptron's drift and potential in each system, >= 0 (1 where it acts as
+        given, 0 where it is off).
     perceptron : Perceptron or None
         The perceptron shared by the systems; required when some ``mlp`` is 1.
 
@@ -233,10 +237,10 @@ class TokenSystem:
             raise ValueError("sign: entries must be +1 (ascent) or -1 (descent)")
         if self.normalized.dtype != torch.bool:
             raise ValueError("normalized: expected a bool tensor")
-        if not bool(((self.mlp == 0) | (self.mlp == 1)).all()):
-            raise ValueError("mlp: entries must be 0 or 1")
-        if bool((self.mlp == 1).any()) and self.perceptron is None:
-            raise ValueError("perceptron: some systems have mlp = 1 but no perceptron is given")
+        if not bool(torch.isfinite(self.mlp).all()) or bool((self.mlp < 0).any()):
+            raise ValueError("mlp: entries must be finite and >= 0 (the perceptron's weight)")
+        if bool((self.mlp > 0).any()) and self.perceptron is None:
+            raise ValueError("perceptron: some systems have mlp > 0 but no perceptron is given")
 
     @classmethod
     def grid(cls, betas, *, sign: int = 1, normalized: bool = False, mlp: bool = False,
@@ -534,7 +538,8 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
     system), then closed transitively. Returns ``(labels (B, n) int64, counts (B,) int64)``.
 
     On the circle the components are the arcs between consecutive gaps wider than the threshold
-    (sorting, vectorised over systems); for ``d >= 3`` the connected components of the graph.
+    (sorting, vectorised over systems); for ``d >= 3`` the connected components of the graph, found
+    for all systems at once by min-label propagation with pointer jumping (no loop over systems).
 
     Parameters
     ----------
@@ -578,16 +583,31 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
         labels = torch.empty(B, n, dtype=torch.long)
         labels.scatter_(1, order.cpu(), start.cpu())
         return _compact(labels), counts.cpu()
-    from scipy.sparse.csgraph import connected_components
+    cosines = (X @ X.transpose(1, 2)).clamp(-1, 1).to(torch.float64)
+    adj = torch.arccos(cosines) <= thr.to(cosines.device)[:, None, None]
+    labels = _components(adj)
+    return labels.cpu(), (labels.amax(1) + 1).cpu()
 
-    cosines = (X @ X.transpose(1, 2)).clamp(-1, 1).to(torch.float64).cpu()
-    adj = torch.arccos(cosines) <= thr[:, None, None]
-    labels = torch.empty(B, n, dtype=torch.long)
-    counts = torch.empty(B, dtype=torch.long)
-    for b in range(B):  # one graph per system (systems, not tokens)
-        k, lab = connected_components(adj[b].numpy(), directed=False)
-        labels[b], counts[b] = torch.from_numpy(lab), k
-    return labels, counts
+
+def _components(adj: torch.Tensor) -> torch.Tensor:
+    """Connected components of B graphs at once (adjacency (B, n, n), reflexive and symmetric): every
+    vertex gets the smallest index in its component (min-label propagation with pointer jumping, a few
+    rounds of batched tensor operations; no loop over systems), then the labels are renumbered
+    ``0 .. k - 1`` in order of those smallest indices."""
+    B, n, _ = adj.shape
+    idx = torch.arange(n, device=adj.device)
+    lab = idx.expand(B, n).clone()
+    big = torch.full((B, n, n), n, dtype=lab.dtype, device=adj.device)
+    while True:
+        nb = torch.where(adj, lab[:, None, :].expand(B, n, n), big).amin(2)  # smallest label among neighbours
+        new = torch.minimum(lab, nb)
+        new = torch.gather(new, 1, new)  # pointer jumping: a label's own label
+        if torch.equal(new, lab):
+            break
+        lab = new
+    roots = lab == idx  # the smallest vertex of each component labels it
+    rank = torch.cumsum(roots.long(), 1) - 1
+    return torch.gather(rank, 1, lab)
 
 
 def anchored_counts(X: torch.Tensor, threshold) -> np.ndarray:
@@ -638,11 +658,55 @@ def anchored_counts(X: torch.Tensor, threshold) -> np.ndarray:
 
 
 def _compact(labels):
-    out = torch.empty_like(labels)
-    for b in range(labels.shape[0]):
-        _, inv = torch.unique(labels[b], return_inverse=True)
-        out[b] = inv
-    return out
+    """Renumber the labels of every row to ``0 .. k - 1`` in increasing order of the old labels (batched)."""
+    B, n = labels.shape
+    present = torch.zeros(B, n, dtype=torch.long).scatter_(1, labels, 1)  # old labels lie in 0 .. n - 1
+    return torch.gather(torch.cumsum(present, 1) - 1, 1, labels)
+
+
+def arc_mass(X: torch.Tensor, width) -> np.ndarray:
+    r"""The largest fraction of tokens in a closed arc of length ``width``, per system, on the circle: the
+    heaviest set of diameter at most ``width``, the clusters of the companion paper's Theorem 3.5, whose
+    condition (3.2) bounds the distance between every two atoms of a cluster (chapter 06).
+
+    Unlike single linkage, which chains a diffuse arc of any length into one cluster, this counts only
+    tokens within ``width`` of one another. Sorted angles and one batched ``searchsorted``: no loop over
+    systems.
+
+    Parameters
+    ----------
+    X : Tensor (B, n, 2)
+        Tokens on the unit circle, one batch row per system.
+    width : float or array_like (B,)
+        The arc length (an angle in ``[0, 2 pi)``), one for all systems or one per system.
+
+    Returns
+    -------
+    numpy.ndarray (B,)
+        The largest mass (fraction of the ``n`` tokens) in an arc of that length.
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> from mfattn.tokens import arc_mass
+    >>> ang = torch.tensor([[0.0, 0.1, 0.15, 2.0, 3.1, -3.1]], dtype=torch.float64)
+    >>> X = torch.stack([torch.cos(ang), torch.sin(ang)], -1)
+    >>> arc_mass(X, 0.2).tolist()  # {0, 0.1, 0.15}; the pair at +-3.1 is 2 pi - 6.2 = 0.083 apart
+    [0.5]
+    >>> arc_mass(X, 0.05).tolist()  # the wrapped pair
+    [0.3333333333333333]
+    """
+    check_tensor(X, "X", ndim=3)
+    B, n, d = X.shape
+    if d != 2:
+        raise ValueError("X: arcs are defined on the circle (d = 2) only")
+    w = torch.as_tensor(np.broadcast_to(np.asarray(width, dtype=float), (B,)).copy(), dtype=torch.float64)
+    if bool((w < 0).any()) or bool((w >= 2 * math.pi).any()):
+        raise ValueError("width: expected angles in [0, 2 pi)")
+    a, _ = torch.sort(torch.atan2(X[..., 1], X[..., 0]).to(torch.float64).cpu(), dim=1)
+    ext = torch.cat([a, a + 2 * math.pi], 1).contiguous()  # the circle unrolled twice
+    ends = torch.searchsorted(ext, (a + w[:, None] + 1e-12).contiguous(), right=True)  # first angle past each arc
+    return ((ends - torch.arange(n)).amax(1).double() / n).numpy()
 
 
 def cluster_masses(labels: torch.Tensor) -> list[np.ndarray]:
@@ -669,6 +733,88 @@ def cluster_masses(labels: torch.Tensor) -> list[np.ndarray]:
     """
     n = labels.shape[1]
     return [np.sort(np.bincount(l.numpy()) / n)[::-1] for l in labels]
+
+
+# ------------------------------------------------------------------ Theorem 3.5's regime and bound
+_LIPSCHITZ = {"relu": 1.0, "tanh": 1.0,
+              # GeLU' = Phi(z) + z phi(z) peaks at z = sqrt 2: Phi(sqrt 2) + sqrt(2) e^{-1} / sqrt(2 pi)
+              "gelu": 0.5 * (1 + math.erf(1.0)) + math.sqrt(2.0) * math.exp(-1.0) / math.sqrt(2 * math.pi)}
+
+
+def theorem35_weight(beta) -> np.ndarray:
+    r"""The perceptron weight ``exp(-beta)`` under which the engine's dynamics is the companion paper's, up
+    to a change of time (chapter 06).
+
+    The paper's interaction kernel is :math:`e^{\beta\langle x,y\rangle}`; the engine's (and the public
+    code's) is :math:`g_\beta=e^{\beta(\langle x,y\rangle-1)}`, smaller by :math:`e^{-\beta}`. The paper's
+    velocity :math:`\pm P_x(\int e^{\beta\langle x,y\rangle}y\,d\mu+\nabla V)` equals
+    :math:`e^{\beta}\cdot(\pm P_x(\int g_\beta\,y\,d\mu+e^{-\beta}\nabla V))`: the engine's velocity with the
+    perceptron weighted by :math:`e^{-\beta}`, run :math:`e^{\beta}` times faster. The paths, the stationary
+    points and their stability are the same, so Theorem 3.5 applies to the engine's systems with
+    ``mlp = theorem35_weight(beta)``.
+
+    Parameters
+    ----------
+    beta : float or array_like
+        Inverse temperature(s), > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``exp(-beta)``, of the shape of ``beta``.
+
+    Examples
+    --------
+    >>> from mfattn.tokens import theorem35_weight
+    >>> [round(float(w), 4) for w in theorem35_weight([0.1, 1.0, 5.0])]
+    [0.9048, 0.3679, 0.0067]
+    """
+    b = np.asarray(beta, dtype=float)
+    if np.any(~np.isfinite(b)) or np.any(b <= 0):
+        raise ValueError("beta: must be finite and > 0")
+    return np.exp(-b)
+
+
+def mass_bound(beta, perceptron: Perceptron) -> np.ndarray:
+    r"""The bound (3.3) of the companion paper's Theorem 3.5 on the mass of a cluster at the interaction
+    scale of an atomic, stable (SOPD) stationary measure of descent with a perceptron, on the circle:
+    :math:`(4+2e^{3/2}C_\theta e^{-\beta})/(4+\frac34e^{11/8})` (chapter 06).
+
+    :math:`C_\theta=\sum_m\|\omega_m\|(\mathrm{Lip}(\sigma)\|a_m\|^2+(|\sigma(0)|+\mathrm{Lip}(\sigma)\|a_m\|)\|a_m\|)`
+    with :math:`\omega_m=s_ma_m` and :math:`\|a_m\|=1`, so :math:`C_\theta=(2\,\mathrm{Lip}(\sigma)+|\sigma(0)|)\sum_m|s_m|`;
+    this is the constant as the paper's public code evaluates it for its figure of cluster masses, with
+    the exact Lipschitz constant of GeLU (1.1289; the public code uses 1.085). The bound is below one only
+    for :math:`\beta` large enough, and tends to :math:`4/(4+\frac34e^{11/8})\approx0.574`. It is stated for the
+    paper's kernel :math:`e^{\beta\langle x,y\rangle}`, that is for the engine's systems with the perceptron
+    weighted by :func:`theorem35_weight`.
+
+    Parameters
+    ----------
+    beta : float or array_like
+        Inverse temperature(s), > 0.
+    perceptron : Perceptron
+        The perceptron (its activation gives :math:`\mathrm{Lip}(\sigma)`; :math:`\sigma(0)=0` for all three).
+
+    Returns
+    -------
+    numpy.ndarray
+        The bound, of the shape of ``beta``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import Perceptron, mass_bound
+    >>> per = Perceptron(torch.eye(2, dtype=torch.float64), torch.tensor([0.5, -0.5], dtype=torch.float64))
+    >>> [round(float(m), 3) for m in mass_bound([1.0, 5.0, 50.0], per)]  # C_theta = 2 * (0.5 + 0.5) = 2
+    [1.521, 0.592, 0.574]
+    """
+    if not isinstance(perceptron, Perceptron):
+        raise ValueError("perceptron: expected a Perceptron")
+    b = np.asarray(beta, dtype=float)
+    if np.any(~np.isfinite(b)) or np.any(b <= 0):
+        raise ValueError("beta: must be finite and > 0")
+    c_theta = 2.0 * _LIPSCHITZ[perceptron.activation] * float(perceptron.scales.abs().sum())
+    return (4.0 + 2.0 * math.exp(1.5) * c_theta * np.exp(-b)) / (4.0 + 0.75 * math.exp(11.0 / 8.0))
 
 
 # ----------------------------------------------------------------------------------- runs
