@@ -1,9 +1,16 @@
-"""Parameter sweeps that survive interruption (chapters 02 onwards).
+"""Parameter sweeps and long computations that survive interruption (every chapter).
 
 Each grid point is a dict of JSON values; its result, a dict of JSON values, is written to
 ``folder/<key>.json`` as soon as the point finishes (atomically: a temporary file, then a
 rename). Running the same sweep again loads the finished points and computes only the others,
-so an interrupted sweep resumes without recomputing or losing anything.
+so an interrupted sweep resumes without recomputing or losing anything. :func:`memo` does the
+same for one call whose result holds tensors (a reference flow, a minimisation).
+
+The folder must stand for one configuration: ``python -m mfattn run`` passes each chapter a
+``cache_dir`` under ``runs/CHAPTER/cache/`` named by a hash of the chapter's whole effective
+configuration and of the code (:func:`mfattn.runner.cache_key`), so a changed parameter or a
+changed function never returns a stale result. Notebooks executed otherwise (nbval, the book)
+leave ``cache_dir`` at ``None`` and compute everything in a temporary folder.
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ def point_key(point: dict) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: bool = True) -> list[dict]:
+def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: bool = True,
+              desc: str = "sweep points") -> list[dict]:
     """Call ``fn(**point)`` for every point not already finished in ``folder``; return, in the
     order of ``points``, one dict per point with the point's entries and the result's entries.
 
@@ -55,7 +63,9 @@ def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: 
     folder : str or path
         Folder of the results, one ``<point_key(point)>.json`` per finished point; created if missing.
     progress : bool, default True
-        Show a progress bar over the points.
+        Show a progress bar over the points (in the terminal under ``python -m mfattn run``).
+    desc : str, default "sweep points"
+        The bar's label.
 
     Returns
     -------
@@ -95,7 +105,7 @@ def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: 
         except TypeError as e:
             raise ValueError(f"points: {p!r} is not JSON-serialisable ({e})") from None
     out = []
-    for p in progress_bar(points, enabled=progress, desc="sweep points"):
+    for p in progress_bar(points, enabled=progress, desc=desc):
         path = folder / f"{point_key(p)}.json"
         if path.exists():
             saved = json.loads(path.read_text())
@@ -109,3 +119,73 @@ def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: 
             os.replace(tmp, path)
         out.append({**p, **result})
     return out
+
+
+def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo"):
+    """``fn(**point)``, saved to ``folder/<name>-<point_key(point)>.pt`` when it finishes and loaded
+    from there on a later call with the same ``point`` instead of being recomputed.
+
+    For results that hold tensors (a reference flow, a minimiser): anything :func:`torch.save`
+    writes and ``torch.load(weights_only=True)`` reads back, i.e. tensors, numbers, strings,
+    ``None`` and lists, tuples and dicts of them. The file is written atomically (a temporary file,
+    then a rename), so an interruption never leaves a partial result behind.
+
+    Parameters
+    ----------
+    fn : callable
+        Called as ``fn(**point)``.
+    point : dict
+        Its keyword arguments, JSON-serialisable; with ``name`` they name the saved result.
+    folder : str or path
+        Folder of the saved results; created if missing.
+    name : str, default "memo"
+        A prefix of the file name, so that different functions with the same arguments do not
+        share a file.
+
+    Returns
+    -------
+    object
+        What ``fn(**point)`` returned (on a later call: its saved copy).
+
+    Raises
+    ------
+    ValueError
+        Naming ``point`` when it is not a JSON-serialisable dict, or ``name`` when it is not a
+        plain word (letters, digits, ``-``, ``_``).
+
+    Examples
+    --------
+    >>> import tempfile, torch
+    >>> from mfattn.sweep import memo
+    >>> calls = []
+    >>> def flow(n):
+    ...     calls.append(n)
+    ...     return {"path": torch.arange(n, dtype=torch.float64)}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     a = memo(flow, {"n": 3}, folder, name="flow")
+    ...     b = memo(flow, {"n": 3}, folder, name="flow")
+    >>> b["path"].tolist(), calls  # the second call loaded the first one's result
+    ([0.0, 1.0, 2.0], [3])
+    """
+    import re
+
+    import torch
+
+    if not isinstance(point, dict):
+        raise ValueError(f"point: must be a dict, got {type(point).__name__}")
+    try:
+        json.dumps(point)
+    except TypeError as e:
+        raise ValueError(f"point: {point!r} is not JSON-serialisable ({e})") from None
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise ValueError(f"name: {name!r} is not a plain word (letters, digits, - and _)")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{point_key(point)}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=True)["result"]
+    result = fn(**point)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"point": point, "result": result}, tmp)
+    os.replace(tmp, path)
+    return result
