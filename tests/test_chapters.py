@@ -79,42 +79,48 @@ def test_run_rejects_unknown_parameters_and_protects_committed_notebooks(tmp_pat
     assert res.returncode != 0 and "chapters:" in res.stderr
 
 
-def test_run_errors_end_in_one_line_naming_the_cell_and_the_partial_notebook(tmp_path):
-    """A cell that fails (here: an unknown profile) ends the command with one line: the cell, the
-    exception's message (which names the parameter), the partial notebook; no papermill traceback."""
-    res = run_cli("run", "01", "-p", "profile", "nope", "--out", str(tmp_path), "--quiet")
-    assert res.returncode != 0
-    err = res.stderr.strip().splitlines()
-    assert "Traceback" not in res.stderr and len([ln for ln in err if ln.startswith("mfattn:")]) == 1
-    line = next(ln for ln in err if ln.startswith("mfattn:"))
-    assert "failed in cell [" in line and "profile: 'nope' is not one of" in line
-    assert str(tmp_path / "01-preliminaries.ipynb") in line and (tmp_path / "01-preliminaries.ipynb").exists()
+def test_bad_values_end_in_one_line_before_a_kernel_starts(tmp_path):
+    """A value of the wrong type or out of range, an unknown profile, CUDA where there is none: one
+    line naming the parameter, the value and what is allowed; exit status 2; nothing executed."""
     import torch
 
+    cases = [("n_heads", '"abc"', "n_heads = 'abc': must be an integer"), ("n_heads", "2.5", "n_heads = 2.5: must be an integer"),
+             ("n_heads", "-3", "n_heads = -3: must be > 0"), ("profile", "nope", "profile = 'nope': must be one of 'ci', 'paper'"),
+             ("seed", "-1", "seed = -1: must be >= 0"), ("task", "markow", "task = 'markow': must be one of"),
+             ("n_logits", "nan", "n_logits = 'nan': must be an integer")]
     if not torch.cuda.is_available():
-        res = run_cli("run", "01", "-p", "device", "cuda", "--out", str(tmp_path))
-        assert res.returncode != 0 and "no CUDA device" in res.stderr and "Traceback" not in res.stderr
+        cases.append(("device", "cuda", "device = 'cuda': this torch has no CUDA device"))
+    for name, value, message in cases:
+        res = run_cli("run", "01", "-p", name, value, "--out", str(tmp_path), "--quiet")
+        assert res.returncode == 2, (name, value, res.stderr)
+        assert res.stderr.strip() == "mfattn: " + res.stderr.strip()[8:] and len(res.stderr.strip().splitlines()) == 1
+        assert message in res.stderr, (message, res.stderr)
+    assert not list(tmp_path.glob("*.ipynb")), "a bad value must stop the command before anything runs"
 
 
 @pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.stem)
-def test_parameters_read_without_running_agree_with_papermill(md):
-    """mfattn.chapters reads names, defaults and comments as papermill's own parser does, and every
-    parameter left at None is set by every profile."""
-    import papermill as pm
-
-    from mfattn.chapters import parameter_rows, parameters, profiles
+def test_parameters_read_without_running_agree_with_the_cell_executed(md):
+    """mfattn.chapters reads names and defaults with ast as Python itself does when it executes the
+    parameters cell (any comment allowed, e.g. one containing "="), every parameter has a comment, and
+    every parameter left at None is set by every profile and accepted by check_values."""
+    from mfattn.chapters import check_values, parameter_rows, parameters, profiles
 
     ours = parameters(md)
-    theirs = pm.inspect_notebook(str(md.with_suffix(".ipynb")))  # same cells as md (the sync test)
-    assert [p.name for p in ours] == list(theirs)
+    cell = next(c for c in jupytext.read(md).cells if "parameters" in c.metadata.get("tags", []))
+    scope = {}
+    exec(cell.source, {}, scope)
+    assert [p.name for p in ours] == list(scope)
     for p in ours:
-        assert p.default == ast.literal_eval(theirs[p.name]["default"])
-        assert p.comment and p.comment == theirs[p.name]["help"], f"{p.name}: no comment says what it is"
+        assert p.default == scope[p.name]
+        assert p.comment, f"{p.name}: no comment says what it is"
     table = profiles(md)
     assert set(table) == {"ci", "paper"}
     for p in ours:
         if p.default is None and p.name != "cache_dir":
             assert all(p.name in v for v in table.values()), f"{p.name} is None and no profile sets it"
+    for prof, values in table.items():
+        cfg = check_values(md, {"profile": prof, **{k: v for k, v in values.items() if k in scope}})
+        assert cfg == check_values(md, {"profile": prof})
     rows = parameter_rows(md)
     assert [r["name"] for r in rows] == [p.name for p in ours]
 
@@ -166,6 +172,16 @@ def test_new_chapter_from_the_template_runs_and_builds(tmp_path):
     assert "A demo" in page and "Fig. 1" in page
 
 
-def test_list_names_the_chapters():
+def test_list_names_the_chapters_with_titles_and_run_times():
+    from mfattn.runner import _fmt_seconds, ci_seconds
+
     res = run_cli("list")
-    assert res.returncode == 0 and res.stdout.split() == [p.stem for p in SOURCES]
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for md in SOURCES:
+        line = next(ln for ln in lines if ln.startswith(md.stem + " "))
+        title = next(ln[2:] for ln in md.read_text().splitlines() if ln.startswith("# "))
+        assert line.endswith(title)
+        sec = ci_seconds(md.with_suffix(".ipynb"))
+        assert line.split()[1] == "-" if sec is None else f" {_fmt_seconds(sec)} " in line
+    assert "run CH --inplace" in res.stdout

@@ -10,4 +10,22 @@ from .model import HeadModel
 from .softmax import cross_entropy, entropy, softmax_jacobian
 
 __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian"]
+
+# every module of the engine, reachable as an attribute (``mfattn.dynamics``), imported on first use
+# so that ``import mfattn`` stays fast
+SUBMODULES = ("activations", "bench", "book", "chapters", "checkhtml", "cli", "data", "distributed", "dynamics",
+              "evidence", "fitting", "longtime", "model", "particles", "plotting", "runner", "smoothness",
+              "softmax", "stability", "static", "sweep", "tasks", "tokens", "transport", "twolayer")
+
+
+def __getattr__(name):
+    if name in SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(SUBMODULES))
 __version__ = "0.2.0"

@@ -3,7 +3,8 @@
 (:mod:`mfattn.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.bench`);
 ``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.checkhtml`);
 ``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.chapters`);
-``python -m mfattn new NAME`` starts a chapter from the template ``mfattn/templates/chapter.md``.
+``python -m mfattn new NAME`` starts a chapter from the template ``mfattn/templates/chapter.md``;
+``python -m mfattn compare RUN`` and ``list`` (:mod:`mfattn.runner`).
 
 The chapter's jupytext MyST source ``notebooks/CHAPTER.md`` is converted to a notebook and
 executed with the given parameters. The executed copy goes to a fresh run folder
@@ -16,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import datetime as _dt
-import os
 import sys
 from pathlib import Path
 
@@ -105,76 +104,16 @@ def print_params(src: Path) -> None:
 
 
 def run(args) -> Path:
-    import jupytext
-    import nbformat
-    import papermill as pm
+    """``python -m mfattn run``: parse ``-p NAME VALUE`` and hand over to :func:`mfattn.runner.run_chapter`."""
+    from .runner import run_chapter
 
     root = repo_root()
     src = find_chapter(root, args.chapter)
-    params = {name: parse_value(value) for name, value in args.param}
+    values = {name: parse_value(value) for name, value in args.param}
     if args.profile is not None:
-        params["profile"] = args.profile
-    if args.inplace and params:
-        raise SystemExit("mfattn: --inplace writes the committed ci-profile notebook; it takes no -p/--profile")
-    if args.inplace:
-        out_dir = src.parent
-    elif args.out:
-        out_dir = Path(args.out)
-    else:
-        out_dir = root / "runs" / src.stem / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{src.stem}.ipynb"
-    committed = (src.parent / f"{src.stem}.ipynb").resolve()
-    if target.resolve() == committed and not args.inplace:
-        raise SystemExit(f"mfattn: {target} is the committed notebook; use --inplace to replace it")
-
-    if str(params.get("device", "")).startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise SystemExit(f"mfattn: device {params['device']!r}: no CUDA device is available here "
-                             "(use -p device cpu, or auto)")
-    if args.inplace:
-        # committed outputs are compared exactly by nbval: no progress bars (they write rates)
-        os.environ["TQDM_DISABLE"] = "1"
-        # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
-        final, target = target, out_dir / f".{src.stem}.partial.ipynb"
-    nb = jupytext.read(src)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    source_nb = out_dir / f".{src.stem}.source.ipynb"
-    nbformat.write(nb, source_nb)
-    try:
-        known = pm.inspect_notebook(str(source_nb))
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            raise SystemExit(f"mfattn: unknown parameter(s) {unknown}; {src.stem} takes {sorted(known)}")
-        try:
-            pm.execute_notebook(
-                str(source_nb),
-                str(target),
-                parameters=params,
-                kernel_name="python3",
-                cwd=str(src.parent),
-                progress_bar=not args.quiet,
-                execution_timeout=args.timeout,
-            )
-        except pm.PapermillExecutionError as e:
-            first = next((ln for ln in (e.source or "").splitlines() if ln.strip() and not ln.startswith(("#", ":"))),
-                         "")
-            raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
-                             f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
-        except KeyboardInterrupt:
-            raise SystemExit(f"mfattn: interrupted; partial notebook: {target}") from None
-    finally:
-        source_nb.unlink(missing_ok=True)
-    if args.inplace:
-        executed = nbformat.read(target, as_version=4)
-        strip_papermill(executed)
-        nbformat.write(executed, final)
-        target.unlink()
-        target = final
-    print(f"executed {src.name} -> {target}")
-    return target
+        values["profile"] = args.profile
+    return run_chapter(root, src, values, out=args.out, inplace=args.inplace, quiet=args.quiet,
+                       timeout=args.timeout, cache=not args.no_cache, html=args.html)
 
 
 def main(argv=None) -> int:
@@ -187,8 +126,16 @@ def main(argv=None) -> int:
     p_run.add_argument("--out", help="folder for the executed notebook (default: a new runs/ folder)")
     p_run.add_argument("--inplace", action="store_true", help="replace the committed notebooks/CHAPTER.ipynb")
     p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
-    p_run.add_argument("--quiet", action="store_true", help="no progress bar")
-    sub.add_parser("list", help="list the chapters")
+    p_run.add_argument("--quiet", action="store_true", help="no progress bars")
+    p_run.add_argument("--no-cache", action="store_true",
+                       help="compute everything afresh (default: finished work is kept under runs/CHAPTER/cache/ "
+                       "per configuration, and a rerun resumes)")
+    p_run.add_argument("--html", action="store_true", help="also write an HTML page of the executed run beside it")
+    sub.add_parser("list", help="the chapters: name, title, measured run time of the committed ci notebook")
+    p_cmp = sub.add_parser("compare", help="a run's verdicts beside the committed notebook's")
+    p_cmp.add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
+    p_view = sub.add_parser("html", help="an HTML page of an executed chapter notebook (nothing is re-executed)")
+    p_view.add_argument("notebook", help="an executed chapter notebook")
     p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template, listed in _toc.yml")
     p_new.add_argument("name", help="lowercase words joined by hyphens, e.g. my-experiment")
     p_new.add_argument("--title", default=None, help="the chapter's title")
@@ -223,7 +170,25 @@ def main(argv=None) -> int:
         print_params(find_chapter(repo_root(), args.chapter))
         return 0
     if args.command == "list":
-        print("\n".join(chapters(repo_root())))
+        from .runner import _fmt_seconds, list_chapters
+
+        rows = list_chapters(repo_root())
+        w = max(len(r[0]) for r in rows)
+        print(f"{'chapter'.ljust(w)}  ci run  title")
+        for stem, ttl, sec in rows:
+            print(f"{stem.ljust(w)}  {(_fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
+        print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
+              "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
+        return 0
+    if args.command == "compare":
+        from .runner import compare
+
+        compare(args.run)
+        return 0
+    if args.command == "html":
+        from .runner import write_html
+
+        print(write_html(args.notebook))
         return 0
     run(args)
     return 0

@@ -1,0 +1,231 @@
+"""Re-running a chapter as a user (mfattn.runner): checked parameters, a cache keyed by the whole
+configuration that resumes an interrupted run, Ctrl-C, terminal progress, HTML, compare.
+
+The chapter here is a small one written for the test, in a checkout of its own, so that each
+execution takes a second or two; its sweep records every point it computes in a log file, which is
+the oracle of what was computed and what was loaded.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOY = '''---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A small chapter for the command line's tests
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+profile = "ci"          # "ci": small; "paper": larger (a comment may hold "=", e.g. a = b)
+seed = 0                # seeds every random draw
+n_points = None         # points of the sweep
+scale = None            # a factor of every point's result
+delay = None            # seconds each point takes
+fail = False            # raise in the sweep's cell
+log = "calls.log"       # file recording each computed point
+cache_dir = None        # folder keeping finished work (python -m mfattn run sets one per configuration)
+```
+
+```{code-cell} ipython3
+import tempfile, time
+from myst_nb import glue
+from mfattn.book import check_close, report, resolve_profile
+from mfattn.sweep import run_sweep
+
+PROFILES = {"ci": dict(n_points=6, scale=2.0, delay=0.05), "paper": dict(n_points=600, scale=2.0, delay=0.05)}
+cfg = resolve_profile(PROFILES, profile, n_points=n_points, scale=scale, delay=delay)
+folder = cache_dir or tempfile.mkdtemp()
+
+def point(i):
+    time.sleep(cfg.delay)
+    with open(log, "a") as f:
+        f.write(f"{i}\\n")
+    return {"y": cfg.scale * i}
+
+if fail:
+    raise ValueError("the sweep was told to fail")
+res = run_sweep(point, [{"i": i} for i in range(cfg.n_points)], folder, desc="toy sweep")
+total = sum(r["y"] for r in res)
+glue("toy-total", f"{total:g}", display=False)
+```
+
+The sweep's points add up to {glue:text}`toy-total`.
+
+```{code-cell} ipython3
+report([check_close("the sum of the sweep", total, 2.0 * cfg.n_points * (cfg.n_points - 1) / 2, 1e-12,
+                    kind="check", ref=())])
+```
+'''
+
+
+@pytest.fixture()
+def toy(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: notebooks/01-toy\n")
+    (root / "notebooks" / "01-toy.md").write_text(TOY)
+    return root
+
+
+def cli(root, *args, **kw):
+    env = dict(os.environ, TQDM_DISABLE="1")  # as under make test: the terminal bars of mfattn run still show
+    return subprocess.run([sys.executable, "-m", "mfattn", *args], cwd=root, capture_output=True, text=True,
+                          timeout=300, env=env, **kw)
+
+
+def calls(root):
+    path = root / "notebooks" / "calls.log"
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def test_interrupted_run_resumes_from_the_cache_and_a_changed_parameter_recomputes(toy):
+    args = [sys.executable, "-m", "mfattn", "run", "01", "-p", "n_points", "40", "-p", "delay", "0.25"]
+    proc = subprocess.Popen(args + ["--out", str(toy / "first")], cwd=toy, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while len(calls(toy)) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    t_int = time.time()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    stopped_in = time.time() - t_int
+    assert proc.returncode == 1, err
+    assert "interrupted; partial notebook:" in err and "rerun the same command to resume" in err
+    assert "Traceback" not in err
+    assert stopped_in < 10, f"the command took {stopped_in:.1f} s to stop"
+    done = calls(toy)
+    time.sleep(1.0)
+    assert calls(toy) == done, "the kernel went on computing after Ctrl-C"
+    assert 3 <= len(done) < 40 and done == list(range(len(done)))
+    assert (toy / "first" / "01-toy.ipynb").exists()  # the partial notebook is kept
+
+    res = cli(toy, "run", "01", "-p", "n_points", "40", "-p", "delay", "0.25", "--out", str(toy / "second"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    again = calls(toy)[len(done):]
+    assert sorted(again) == [i for i in range(40) if i not in done]  # finished points loaded, not recomputed
+    executed = nbformat.read(toy / "second" / "01-toy.ipynb", as_version=4)
+    text = "".join(json.dumps(c.get("outputs", [])) for c in executed.cells)
+    assert "[PASS]" in text and str(2 * 40 * 39 // 2) in text
+
+    n = len(calls(toy))
+    res = cli(toy, "run", "01", "-p", "n_points", "40", "-p", "delay", "0.25", "-p", "scale", "2.5",
+              "--out", str(toy / "third"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert sorted(calls(toy)[n:]) == list(range(40))  # a changed parameter: every point recomputed
+    folders = [p for p in (toy / "runs" / "01-toy" / "cache").iterdir()]
+    assert len(folders) == 2
+    configs = [json.loads((p / "config.json").read_text()) for p in folders]
+    assert sorted(c["scale"] for c in configs) == [2.0, 2.5]
+
+
+def test_the_cache_key_covers_every_parameter_and_the_code(toy, tmp_path):
+    from mfattn.chapters import check_values
+    from mfattn.runner import cache_key
+
+    src = toy / "notebooks" / "01-toy.md"
+    base = check_values(src, {})
+    keys = {cache_key(src, base)}
+    for name, value in [("seed", 1), ("n_points", 7), ("scale", 2.5), ("delay", 0.06), ("fail", True),
+                        ("log", "other.log"), ("profile", "paper")]:
+        keys.add(cache_key(src, check_values(src, {name: value})))
+    assert len(keys) == 8
+    assert cache_key(src, dict(base, cache_dir="/elsewhere")) == cache_key(src, base)
+    edited = tmp_path / "01-toy.md"
+    edited.write_text(TOY.replace("time.sleep(cfg.delay)", "time.sleep(cfg.delay + 0)"))
+    assert cache_key(edited, base) != cache_key(src, base)  # a changed code cell
+    prose = tmp_path / "prose" / "01-toy.md"
+    prose.parent.mkdir()
+    prose.write_text(TOY.replace("The sweep's points add up", "The points add up"))
+    assert cache_key(prose, base) == cache_key(src, base)  # prose does not invalidate
+
+
+def test_progress_goes_to_the_terminal_and_never_into_the_notebook(toy):
+    res = cli(toy, "run", "01", "--out", str(toy / "run"))
+    assert res.returncode == 0, res.stderr
+    assert "toy sweep" in res.stderr and "/6 [" in res.stderr  # a bar with the sweep's points
+    executed = nbformat.read(toy / "run" / "01-toy.ipynb", as_version=4)
+    streams = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"]
+    assert not [o for o in streams if o.get("name") == "stderr"] and "toy sweep" not in json.dumps(streams)
+
+
+def test_failing_cell_ends_in_one_line_with_the_cell_and_the_partial_notebook(toy):
+    res = cli(toy, "run", "01", "-p", "fail", "True", "--out", str(toy / "bad"), "--quiet")
+    assert res.returncode == 1
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "failed in cell [" in lines[0] and "ValueError: the sweep was told to fail" in lines[0]
+    assert str(toy / "bad" / "01-toy.ipynb") in lines[0] and (toy / "bad" / "01-toy.ipynb").exists()
+
+
+def test_paper_profile_on_a_cpu_warns_with_an_estimate(toy):
+    nb = toy / "notebooks" / "01-toy.ipynb"
+    res = cli(toy, "run", "01", "--inplace", "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(nb.read_text())["metadata"]["mfattn"]["ci_seconds"] >= 0
+    meta = json.loads(nb.read_text())
+    meta["metadata"]["mfattn"]["ci_seconds"] = 30
+    nb.write_text(json.dumps(meta))
+    res = cli(toy, "run", "01", "--profile", "paper", "-p", "n_points", "3", "--out", str(toy / "p"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    # the ci run's 30 s times the largest size ratio of the profiles, n_points 600 vs 6
+    assert "sized for a GPU" in res.stderr and "at least 50m00" in res.stderr and "n_points 600 vs 6" in res.stderr
+
+
+def test_html_of_a_run_renders_its_outputs_and_glue_without_executing(toy):
+    res = cli(toy, "run", "01", "--out", str(toy / "run"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    n = len(calls(toy))
+    res = cli(toy, "html", str(toy / "run" / "01-toy.ipynb"))
+    assert res.returncode == 0, res.stderr
+    page = Path(res.stdout.strip().splitlines()[-1]).read_text()
+    assert "The sweep" in page and "add up to" in page and ">30<" in page  # the glued figure
+    assert len(calls(toy)) == n  # nothing re-executed
+
+
+def test_compare_prints_a_run_beside_the_committed_verdicts(toy):
+    res = cli(toy, "run", "01", "--inplace", "--quiet")
+    assert res.returncode == 0, res.stderr
+    run = toy / "run"
+    res = cli(toy, "run", "01", "--out", str(run), "--quiet")
+    assert res.returncode == 0, res.stderr
+    res = cli(toy, "compare", str(run))
+    assert res.returncode == 0 and "0 of 1 verdicts changed status" in res.stdout, res.stdout + res.stderr
+    nb = json.loads((run / "01-toy.ipynb").read_text())
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            for v in o.get("metadata", {}).get("mfattn", {}).get("verdicts", []):
+                v["status"], v["measured"] = "FAIL", "31"
+    (run / "01-toy.ipynb").write_text(json.dumps(nb))
+    res = cli(toy, "compare", str(run))
+    assert "1 of 1 verdicts changed status" in res.stdout and "<- status changed" in res.stdout
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("the sum of the sweep"))
+    assert "PASS" in line and "FAIL" in line and "31" in line
+
+
+def test_import_mfattn_exposes_its_submodules():
+    code = ("import mfattn, pathlib; "
+            "names = [p.stem for p in pathlib.Path(mfattn.__file__).parent.glob('*.py') if not p.stem.startswith('_')]; "
+            "assert sorted(names) == sorted(mfattn.SUBMODULES), names; "
+            "import types; assert all(isinstance(getattr(mfattn, n), types.ModuleType) for n in names); "
+            "print(mfattn.dynamics.__name__)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.strip() == "mfattn.dynamics", res.stderr
