@@ -165,6 +165,9 @@ def test_progress_goes_to_the_terminal_and_never_into_the_notebook(toy):
     executed = nbformat.read(toy / "run" / "01-toy.ipynb", as_version=4)
     streams = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"]
     assert not [o for o in streams if o.get("name") == "stderr"] and "toy sweep" not in json.dumps(streams)
+    # the kernel's sockets and the command's side files are gone
+    assert sorted(p.name for p in (toy / "notebooks").iterdir()) == ["01-toy.md", "calls.log"]
+    assert sorted(p.name for p in (toy / "run").iterdir()) == ["01-toy.ipynb"]
 
 
 def test_failing_cell_ends_in_one_line_with_the_cell_and_the_partial_notebook(toy):

@@ -184,11 +184,12 @@ class _ProgressView(threading.Thread):
             bar.close()
 
 
-def _kernel_manager():
+def _kernel_manager(folder: str):
     from jupyter_client.manager import AsyncKernelManager
 
-    # IPC sockets: local only, and no warning about unencrypted TCP on every run
-    return AsyncKernelManager(kernel_name="python3", transport="ipc")
+    # IPC sockets (local only, and no warning about unencrypted TCP on every run), in a folder of
+    # their own: with a relative prefix they would land in the chapter's folder
+    return AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(folder) / "kernel"))
 
 
 def _kill(km) -> None:
@@ -328,7 +329,11 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     else:
         os.environ.pop("MFATTN_PROGRESS", None)
 
-    km = _kernel_manager()
+    import shutil
+    import tempfile
+
+    sockets = tempfile.mkdtemp(prefix="mfattn-kernel-")
+    km = _kernel_manager(sockets)
     interrupted = []
 
     def on_sigint(signum, frame):
@@ -364,6 +369,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     finally:
         signal.signal(signal.SIGINT, old_handler)
         _kill(km)
+        shutil.rmtree(sockets, ignore_errors=True)
         source_nb.unlink(missing_ok=True)
         if view is not None:
             view.stop.set()
