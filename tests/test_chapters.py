@@ -185,3 +185,32 @@ def test_list_names_the_chapters_with_titles_and_run_times():
         sec = ci_seconds(md.with_suffix(".ipynb"))
         assert line.split()[1] == "-" if sec is None else f" {_fmt_seconds(sec)} " in line
     assert "run CH --inplace" in res.stdout
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.stem)
+def test_cache_key_changes_with_every_parameter_of_the_chapter(md):
+    """A cache folder stands for one configuration: changing any single parameter of the chapter
+    (ch02's ref_step once was left out of its keys) gives another folder."""
+    from mfattn.chapters import CHOICES, check_values
+    from mfattn.runner import cache_key
+
+    base = check_values(md, {})
+    keys = {cache_key(md, base): "defaults"}
+    for name, value in base.items():
+        if name in ("cache_dir", "profile"):
+            continue
+        if name == "device":
+            other = "cuda" if value == "cpu" else "cpu"
+        elif isinstance(value, bool):
+            other = not value
+        elif isinstance(value, (int, float)):
+            other = value + 1 if isinstance(value, int) else value * 0.75
+        elif isinstance(value, list):
+            other = value[:-1] if len(value) > 1 else value * 2
+        else:
+            other = next(c for c in CHOICES.get(name, (value + "x",)) if c != value)
+        key = cache_key(md, dict(base, **{name: other}))
+        assert key not in keys, f"{name} = {other!r} gives the cache folder of {keys.get(key)}"
+        keys[key] = name
+    other_profile = check_values(md, {"profile": "paper"})
+    assert cache_key(md, other_profile) not in keys
