@@ -8,7 +8,7 @@ same for one call whose result holds tensors (a reference flow, a minimisation).
 
 The folder must stand for one configuration: ``python -m mfattn run`` passes each chapter a
 ``cache_dir`` under ``runs/CHAPTER/cache/`` named by a hash of the chapter's whole effective
-configuration and of the code (:func:`mfattn.runner.cache_key`), so a changed parameter or a
+configuration and of the code (``mfattn.runner.cache_key``), so a changed parameter or a
 changed function never returns a stale result. Notebooks executed otherwise (nbval, the book)
 leave ``cache_dir`` at ``None`` and compute everything in a temporary folder.
 """
@@ -121,11 +121,11 @@ def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: 
     return out
 
 
-def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo"):
+def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", trusted: bool = False):
     """``fn(**point)``, saved to ``folder/<name>-<point_key(point)>.pt`` when it finishes and loaded
     from there on a later call with the same ``point`` instead of being recomputed.
 
-    For results that hold tensors (a reference flow, a minimiser): anything :func:`torch.save`
+    For results that hold tensors (a reference flow, a minimiser): anything ``torch.save``
     writes and ``torch.load(weights_only=True)`` reads back, i.e. tensors, numbers, strings,
     ``None`` and lists, tuples and dicts of them. The file is written atomically (a temporary file,
     then a rename), so an interruption never leaves a partial result behind.
@@ -141,6 +141,10 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo"):
     name : str, default "memo"
         A prefix of the file name, so that different functions with the same arguments do not
         share a file.
+    trusted : bool, default False
+        Load with ``torch.load(weights_only=False)``: any picklable result (a solver's result
+        object, a dataclass). Unpickling runs code, so use it only for a folder this computation
+        wrote itself, as the chapters' caches under ``runs/`` are.
 
     Returns
     -------
@@ -166,6 +170,12 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo"):
     ...     b = memo(flow, {"n": 3}, folder, name="flow")
     >>> b["path"].tolist(), calls  # the second call loaded the first one's result
     ([0.0, 1.0, 2.0], [3])
+    >>> from types import SimpleNamespace
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     for _ in range(2):
+    ...         r = memo(lambda n: SimpleNamespace(n=n), {"n": 4}, folder, name="obj", trusted=True)
+    >>> r.n
+    4
     """
     import re
 
@@ -183,7 +193,7 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo"):
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-{point_key(point)}.pt"
     if path.exists():
-        return torch.load(path, weights_only=True)["result"]
+        return torch.load(path, weights_only=not trusted)["result"]
     result = fn(**point)
     tmp = path.with_suffix(".tmp")
     torch.save({"point": point, "result": result}, tmp)
