@@ -46,12 +46,23 @@ class Activation(NamedTuple):
     >>> u = torch.tensor([-3.0, 0.0, 3.0], dtype=torch.float64)
     >>> square.name, square.f(u).tolist(), square.df(u).tolist(), square.primitive(u).tolist()
     ('square', [9.0, 0.0, 9.0], [-6.0, 0.0, 6.0], [-9.0, 0.0, 9.0])
+    >>> import pickle
+    >>> from mfattn.activations import get_activation
+    >>> pickle.loads(pickle.dumps(get_activation("gelu"))) is get_activation("gelu")
+    True
     """
 
     name: str
     f: Callable[[torch.Tensor], torch.Tensor]
     df: Callable[[torch.Tensor], torch.Tensor]
     primitive: Callable[[torch.Tensor], torch.Tensor]
+
+    def __reduce__(self):
+        # a built-in activation pickles by name (its maps are lambdas), so that a model holding one,
+        # and a reference flow holding the model, can be cached (chapter 07); others pickle as tuples
+        if ACTIVATIONS.get(self.name) is self:
+            return get_activation, (self.name,)
+        return Activation, tuple(self)
 
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
