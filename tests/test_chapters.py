@@ -214,3 +214,30 @@ def test_cache_key_changes_with_every_parameter_of_the_chapter(md):
         keys[key] = name
     other_profile = check_values(md, {"profile": "paper"})
     assert cache_key(md, other_profile) not in keys
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.stem)
+def test_prose_quotes_only_glued_figures_the_run_recorded(md):
+    """Every {glue:...}`key` in a chapter's prose is a figure its committed run glued (myst-nb renders an
+    unknown key as a warning, which fails make book only after a rebuild), and the run holds no progress
+    bar: those go to the terminal of `mfattn run`, never into the notebook. A chapter keeps its finished
+    work under the `cache_dir` parameter."""
+    import re
+
+    source = md.read_text()
+    used = set(re.findall(r"\{glue(?::\w+)?\}`([^`<]+)`", source))
+    nb = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
+    glued, bars = set(), []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                glued.add(name)
+            text = o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
+            if re.search(r"\d+%\|", text) or "application/vnd.jupyter.widget-view+json" in o.get("data", {}):
+                bars.append(text[:80])
+    assert used <= glued, f"prose quotes figures the run never glued: {sorted(used - glued)}"
+    assert all(k.startswith(md.stem[:2].join(("ch", "-"))) for k in glued), "glue keys carry the chapter's prefix"
+    assert not bars, f"progress output in the committed notebook: {bars[:3]}"
+    params = next(c for c in jupytext.read(md).cells if "parameters" in c.metadata.get("tags", []))
+    assert re.search(r"^cache_dir = None", params.source, re.M), "no cache_dir parameter"
