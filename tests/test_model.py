@@ -181,8 +181,8 @@ def test_translation_hessian_closed_form_spectrum_at_zero(one_hot):
 
 def test_results_do_not_depend_on_chunk_sizes(problem):
     model, data, heads, w, g = problem
-    small = HeadModel(model.W_out, model.d_k, chunk_size=2, sample_chunk=1)
-    one = HeadModel(model.W_out, model.d_k, chunk_size=1, sample_chunk=4)
+    small = HeadModel(model.W_out, model.d_k, chunk_size=2, sample_chunk=1, fused=False)
+    one = HeadModel(model.W_out, model.d_k, chunk_size=1, sample_chunk=4, fused=False)
     q = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
     for m in (small, one):
         torch.testing.assert_close(m.features(data.X, heads), model.features(data.X, heads), **TIGHT)
@@ -203,7 +203,7 @@ def test_results_do_not_depend_on_chunk_sizes(problem):
 
 def test_chunks_bound_the_work_per_kernel_call(problem, monkeypatch):
     model, data, heads, w, _ = problem
-    m = HeadModel(model.W_out, model.d_k, chunk_size=3, sample_chunk=2)
+    m = HeadModel(model.W_out, model.d_k, chunk_size=3, sample_chunk=2, fused=False)  # the torch path's chunks
     seen = []
     orig = HeadModel._attend
 

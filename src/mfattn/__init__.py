@@ -14,7 +14,7 @@ __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian
 # every module of the engine, reachable as an attribute (``mfattn.dynamics``), imported on first use
 # so that ``import mfattn`` stays fast
 SUBMODULES = ("activations", "bench", "book", "chapters", "checkhtml", "cli", "data", "distributed", "dynamics",
-              "evidence", "fitting", "longtime", "model", "particles", "plotting", "runner", "smoothness",
+              "evidence", "fitting", "fused", "longtime", "model", "particles", "plotting", "runner", "smoothness",
               "softmax", "stability", "static", "sweep", "tasks", "tokens", "transport", "twolayer")
 
 

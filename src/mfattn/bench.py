@@ -6,9 +6,13 @@ Measures, in one process and on the same seeded data, two operations for N over 
   ``grad Phi(omega_i; rho)`` (13) of every head over the whole dataset;
 * ``sgd``: one SGD step (19) on one drawn sequence (the paper's step).
 
-Three implementations compute the same numbers (the benchmark checks they agree):
+Up to four implementations compute the same numbers (the benchmark checks they agree):
 
-* ``engine``: :class:`mfattn.model.HeadModel` (streamed head chunks, hand-written backward pass);
+* ``fused``: :class:`mfattn.model.HeadModel` on the CPU, its default there: the fused head pass of
+  :mod:`mfattn.fused` (one sweep per block of heads, compiled with numba); its first-call time
+  (compiling, or loading numba's disk cache) is measured in fresh processes;
+* ``engine``: :class:`mfattn.model.HeadModel` on its torch path (``fused=False``: streamed head
+  chunks, batched kernels, hand-written backward pass), the CUDA path;
 * ``loop``: what a user would write, a Python loop over the heads, each through
   ``torch.nn.functional.scaled_dot_product_attention``, and autograd;
 * ``naive``: a straightforward batched version that materialises every head's features
@@ -19,8 +23,8 @@ because their only purpose is comparison. Figures: median wall time of ``repeats
 warm-up; throughput in head-samples per second (``N x sequences / time``); peak working memory
 (CPU: rise of the resident set's high-water mark over the resident set before the call, after
 ``malloc_trim``; CUDA: ``torch.cuda.max_memory_allocated`` over the allocation before the call);
-on CUDA, achieved FLOP/s from the FLOP count of :func:`flop_count` against a float32 matrix
-product and the copy bandwidth measured in the same run. Results go to a JSON file, a Markdown
+achieved FLOP/s from the FLOP count of :func:`flop_count` against the rate of a matrix product of
+the same dtype and the copy bandwidth, both measured in the same run on the same device. Results go to a JSON file, a Markdown
 table and a plot for the book's benchmark page.
 """
 
@@ -32,18 +36,23 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from . import fused as _fused
 from ._progress import progress_bar
 from .model import HeadModel
 
-__all__ = ["flop_count", "loop_grad", "naive_grad", "engine_grad", "run_benchmark", "main"]
+__all__ = ["flop_count", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
+           "main"]
 
-IMPLS = ("engine", "naive", "loop")
+IMPLS = ("fused", "engine", "naive", "loop")
 
 
 # --------------------------------------------------------------------------- baselines
@@ -85,11 +94,44 @@ def naive_grad(model: HeadModel, X, Y, heads, weights):
 
 
 def engine_grad(model: HeadModel, X, Y, heads, weights):
-    """The engine's hot path (no validation): the call SGD (19) and the characteristics (21) make."""
-    return model.grad_phi(X, Y, heads, weights)
+    """The engine's hot path on its torch path (no validation): the call SGD (19) and the
+    characteristics (21) make, with ``fused=False``."""
+    return _with(model, False).grad_phi(X, Y, heads, weights)
 
 
-GRADS = {"engine": engine_grad, "naive": naive_grad, "loop": loop_grad}
+def fused_grad(model: HeadModel, X, Y, heads, weights):
+    """The same call on the fused CPU path (:mod:`mfattn.fused`)."""
+    return _with(model, True).grad_phi(X, Y, heads, weights)
+
+
+def _with(model: HeadModel, fused: bool) -> HeadModel:
+    if model.fused is fused:
+        return model
+    cache = model.__dict__.setdefault("_bench_variants", {})
+    if fused not in cache:  # one model per path, so that its mask cache is reused across calls
+        cache[fused] = HeadModel(model.W_out, model.d_k, chunk_size=model.chunk_size,
+                                 sample_chunk=model.sample_chunk, memory_budget=model.memory_budget, fused=fused)
+    return cache[fused]
+
+
+GRADS = {"fused": fused_grad, "engine": engine_grad, "naive": naive_grad, "loop": loop_grad}
+
+
+def compile_time() -> dict:
+    """First-call time of the fused kernels in fresh processes: with an empty numba cache (they are
+    compiled, for float32 and float64) and again with the cache that run wrote (they are loaded).
+
+    Returns
+    -------
+    dict
+        ``{"cold_s": float, "cached_s": float}``, seconds from the first call to both kernels ready.
+    """
+    code = "from mfattn import fused; print(fused.compile_seconds()['seconds'])"
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "NUMBA_CACHE_DIR": d}
+        run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                           check=True).stdout.split()[-1])
+        return {"cold_s": run(), "cached_s": run()}
 
 
 def flop_count(L: int, d_x: int, d_k: int) -> int:
@@ -188,6 +230,7 @@ def _problem(task: str, n_data: int, L: int, d_x: int, d_k: int, dtype, device, 
 def run_benchmark(
     *, Ns, task="teacher", n_data=16, L=8, d_x=4, d_k=2, device="cpu", dtype="float32", repeats=5,
     loop_max_seconds=20.0, naive_max_bytes=None, memory=True, budgets=(), profile=0, seed=0, progress=True,
+    compile_time_too=True,
 ) -> dict:
     """Run the benchmark; returns the results as a JSON-ready dict (see the module docstring)."""
     dev = torch.device(device)
@@ -205,6 +248,12 @@ def run_benchmark(
     out = {"machine": machine(dev), "device": str(dev), "dtype": dtype, "task": task, "n_data": n, "L": L,
            "d_x": model.d_x, "d_k": model.d_k, "d_v": model.d_v, "repeats": repeats,
            "flops_per_head_sample": flops, "peaks": _device_peaks(dev, dt), "rows": [], "budgets": []}
+    # the best path on this device is the reference of every row: the fused pass on a CPU
+    best = "fused" if dev.type == "cpu" and _fused.available() else "engine"
+    impls = [i for i in IMPLS if i != "fused" or best == "fused"]
+    out["best"] = best
+    if best == "fused" and compile_time_too:
+        out["fused_compile"] = compile_time()
     stopped = set()
     bar = progress_bar(list(Ns), enabled=progress, desc="bench N", leave=False)
     for N in bar:
@@ -213,9 +262,9 @@ def run_benchmark(
         idx = torch.randint(n, (1,), generator=g).to(dev)
         Xs, Ys = X[idx], Y[idx]
         row = {"N": N}
-        ref = engine_grad(model, X, Y, heads, w)
+        ref = GRADS[best](model, X, Y, heads, w)
         scale = float(ref.abs().max())
-        for impl in IMPLS:
+        for impl in impls:
             if impl in stopped or (impl == "naive" and 8 * N * n * L * L * item > naive_max_bytes):
                 continue
             grad = GRADS[impl]
@@ -227,20 +276,22 @@ def run_benchmark(
                 row[f"{impl}_grad_mem"] = _peak_memory(lambda: grad(model, X, Y, heads, w), dev)
             if impl == "loop" and row["loop_grad_s"] * repeats > loop_max_seconds:
                 stopped.add("loop")  # larger N would only take longer; the ratio is already clear
-        row["engine_head_samples_per_s"] = N * n / row["engine_grad_s"]
-        row["engine_flops"] = flops * N * n / row["engine_grad_s"]
-        row["heads_bytes"] = N * model.d_omega * item
-        for impl in ("naive", "loop"):
+        for impl in ("fused", "engine"):
             if f"{impl}_grad_s" in row:
-                row[f"speedup_grad_vs_{impl}"] = row[f"{impl}_grad_s"] / row["engine_grad_s"]
-                row[f"speedup_sgd_vs_{impl}"] = row[f"{impl}_sgd_s"] / row["engine_sgd_s"]
+                row[f"{impl}_head_samples_per_s"] = N * n / row[f"{impl}_grad_s"]
+                row[f"{impl}_flops"] = flops * N * n / row[f"{impl}_grad_s"]
+        row["heads_bytes"] = N * model.d_omega * item
+        for impl in impls:
+            if impl != best and f"{impl}_grad_s" in row:
+                row[f"speedup_grad_vs_{impl}"] = row[f"{impl}_grad_s"] / row[f"{best}_grad_s"]
+                row[f"speedup_sgd_vs_{impl}"] = row[f"{impl}_sgd_s"] / row[f"{best}_sgd_s"]
         out["rows"].append(row)
         del heads
     N = max(Ns)
     heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
     w = torch.full((N,), 1.0 / N, dtype=dt, device=dev)
     for b in budgets:
-        m = HeadModel(model.W_out, model.d_k, memory_budget=int(b))
+        m = HeadModel(model.W_out, model.d_k, memory_budget=int(b), fused=False)
         out["budgets"].append({"N": N, "budget": int(b), "grad_s": _time(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)})
     if profile:
         heads = (0.5 * torch.randn(profile, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
@@ -251,9 +302,10 @@ def run_benchmark(
 
 
 def profile_engine(model, X, Y, heads, w, device, top: int = 12) -> dict:
-    """The kernels of one full-gradient evaluation by ``torch.profiler``: on CUDA the ``top`` GPU kernels
-    by device time (kernel rows only, so that no time is counted twice), on a CPU the ``top`` operators
-    by their own CPU time; with their share of the total."""
+    """The kernels of one full-gradient evaluation on the torch path by ``torch.profiler``: on CUDA the
+    ``top`` GPU kernels by device time (kernel rows only, so that no time is counted twice), on a CPU
+    the ``top`` operators by their own CPU time; with their share of the total. (The fused path is one
+    compiled kernel per pass, which the profiler does not see into.)"""
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -300,34 +352,46 @@ def table(res: dict) -> str:
         f"Same-run roofline: {res['dtype']} matrix product {pk['matmul_flops'] / 1e12:.3g} TFLOP/s "
         f"({pk['matmul_size']}^3), copy {pk['copy_bytes_per_s'] / 1e9:.3g} GB/s (read + write).",
         "",
-        "| N | engine grad | engine SGD step | head-samples/s | GFLOP/s | % of product rate | x naive (grad / SGD) "
-        "| x loop (grad / SGD) | memory engine | memory naive | memory loop | heads |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    best = res.get("best", "engine")  # results saved before the fused path have only the torch path
+    name = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
+    others = [i for i in IMPLS if i != best and (i != "fused" or best == "fused")]
+    lines += [
+        f"| N | {name[best]} grad | {name[best]} SGD step | GFLOP/s | % of product rate | "
+        + " | ".join(f"x {name[i]} (grad / SGD)" for i in others) + " | "
+        + " | ".join(f"memory {name[i]}" for i in [best] + others) + " | heads |",
+        "|" + "---:|" * (5 + 2 * len(others) + 1 + 1),
     ]
     for r in res["rows"]:
         def sp(impl):
             k = f"speedup_grad_vs_{impl}"
             return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
         lines.append(
-            f"| {r['N']} | {_fmt_s(r['engine_grad_s'])} | {_fmt_s(r['engine_sgd_s'])} | "
-            f"{r['engine_head_samples_per_s']:.3g} | {r['engine_flops'] / 1e9:.3g} | "
-            f"{100 * r['engine_flops'] / pk['matmul_flops']:.2g}% | {sp('naive')} | {sp('loop')} | "
-            f"{_fmt_b(r.get('engine_grad_mem'))} | {_fmt_b(r.get('naive_grad_mem'))} | "
-            f"{_fmt_b(r.get('loop_grad_mem'))} | {_fmt_b(r['heads_bytes'])} |")
-    worst = max(max(r.get(f"{i}_agree", 0.0) for i in ("naive", "loop")) for r in res["rows"])
-    lines += ["", f"The three implementations agree to {worst:.1e} (largest gradient difference relative to the "
-              "largest gradient entry). 'not run': the naive pass would exceed a quarter of the memory, or the "
-              "loop exceeded its time budget at a smaller N."]
+            f"| {r['N']} | {_fmt_s(r[f'{best}_grad_s'])} | {_fmt_s(r[f'{best}_sgd_s'])} | "
+            f"{r[f'{best}_flops'] / 1e9:.3g} | {100 * r[f'{best}_flops'] / pk['matmul_flops']:.2g}% | "
+            + " | ".join(sp(i) for i in others) + " | "
+            + " | ".join(_fmt_b(r.get(f"{i}_grad_mem")) for i in [best] + others) + f" | {_fmt_b(r['heads_bytes'])} |")
+    worst = max(max(r.get(f"{i}_agree", 0.0) for i in others) for r in res["rows"])
+    lines += ["", f"The {len(others) + 1} implementations agree to {worst:.1e} (largest gradient difference relative "
+              f"to the largest gradient entry, against the {name[best]}). 'not run': the naive pass would exceed a "
+              "quarter of the memory, or the loop exceeded its time budget at a smaller N."]
+    if res.get("fused_compile"):
+        c = res["fused_compile"]
+        lines += ["", f"First call of the fused kernels in a fresh process (float32 and float64): {c['cold_s']:.3g} s "
+                  f"compiling with an empty numba cache, {c['cached_s']:.3g} s loading the cache that run wrote."]
     if res.get("profile"):
         prof = res["profile"]
-        lines += ["", f"Profile of one full-gradient evaluation at N = {prof['N']} "
+        lines += ["", f"Profile of one full-gradient evaluation on the torch path at N = {prof['N']} "
                   f"({prof['total_ms']:.3g} ms of kernel time):", "", "| kernel | calls | ms | share |",
                   "|---|---:|---:|---:|"]
         lines += [f"| `{k['name']}` | {k['calls']} | {k['ms']:.3g} | {100 * k['share']:.1f}% |" for k in prof["kernels"]]
     if res["budgets"]:
-        lines += ["", "Chunk budget (engine, full gradient, N = " + str(res["budgets"][0]["N"]) + "): " +
+        lines += ["", "Chunk budget (torch path, full gradient, N = " + str(res["budgets"][0]["N"]) + "): " +
                   ", ".join(f"{_fmt_b(b['budget'])}: {_fmt_s(b['grad_s'])}" for b in res["budgets"]) + "."]
     return "\n".join(lines) + "\n"
+
+
+_LABEL = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
 
 
 def plot(res: dict, path: Path) -> None:
@@ -345,13 +409,13 @@ def plot(res: dict, path: Path) -> None:
 def _plot(res: dict, path: Path, plotting, plt) -> None:
     fig, (a, b) = plotting.panels(2, height=3.4)
     rows = res["rows"]
-    for impl, style in zip(IMPLS, ("o-", "s--", "^:")):
+    for impl, style in zip(IMPLS, ("D-", "o-", "s--", "^:")):
         pts = [(r["N"], r[f"{impl}_grad_s"]) for r in rows if f"{impl}_grad_s" in r]
         if pts:
-            a.loglog(*zip(*pts), style, label=impl)
+            a.loglog(*zip(*pts), style, label=_LABEL[impl])
         pts = [(r["N"], r[f"{impl}_grad_mem"]) for r in rows if r.get(f"{impl}_grad_mem")]
         if pts:
-            b.loglog(*zip(*pts), style, label=impl)
+            b.loglog(*zip(*pts), style, label=_LABEL[impl])
     b.loglog([r["N"] for r in rows], [r["heads_bytes"] for r in rows], "k-", lw=0.8, label="head storage")
     a.set(xlabel="heads N", ylabel="seconds per full gradient", title=f"time ({res['device']}, {res['dtype']})")
     b.set(xlabel="heads N", ylabel="bytes", title="peak working memory")
@@ -379,6 +443,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loop-max-seconds", type=float, default=20.0,
                    help="stop the per-head loop once its repeats take longer than this")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
+    p.add_argument("--no-compile-time", action="store_true",
+                   help="skip timing the fused kernels' first call in fresh processes (about a minute)")
     p.add_argument("--budgets", default="", help="comma-separated chunk budgets in bytes, timed at the largest N")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="profile one engine evaluation with N heads")
     p.add_argument("--out", default=None, help="folder for NAME.json, NAME.md, NAME.png (default: print only)")
@@ -397,6 +463,7 @@ def main(args) -> dict:
     res = run_benchmark(Ns=Ns, task=args.task, n_data=args.n_data, L=args.L, d_x=args.d_x, d_k=args.d_k,
                         device=args.device, dtype=args.dtype, repeats=args.repeats,
                         loop_max_seconds=args.loop_max_seconds, memory=not args.no_memory,
+                        compile_time_too=not args.no_compile_time,
                         budgets=[int(float(b)) for b in args.budgets.split(",") if b], profile=args.profile)
     _write(res, args, args.device)
     return res

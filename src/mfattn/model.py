@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import torch
 
+from . import fused as _fused
 from ._checks import check_dim, check_positive, check_tensor
 from .data import Dataset
 from .particles import ParticleModel, blocks
@@ -60,6 +61,11 @@ class HeadModel(ParticleModel):
     memory_budget : int, optional
         Bytes of working memory for one chunk of heads and samples (counted as 8 tensors of size
         ``(chunk, samples, L, L)``). Default: 32 MiB on a CPU, 2 GiB on a GPU.
+    fused : bool, optional
+        Use the fused CPU head pass of :mod:`mfattn.fused` for the logits, ``Phi`` and ``grad Phi``
+        (it needs no chunks: its memory does not grow with the heads). Default (None): on a CPU when
+        numba imports; False forces the torch path (the CUDA path, and the fused path's oracle). A
+        call that autograd or ``torch.func`` traces always takes the torch path.
 
     Attributes
     ----------
@@ -100,6 +106,7 @@ class HeadModel(ParticleModel):
         chunk_size: int | None = None,
         sample_chunk: int | None = None,
         memory_budget: int | None = None,
+        fused: bool | None = None,
     ):
         check_tensor(W_out, "W_out", ndim=2)
         check_positive(d_k, "d_k", integer=True)
@@ -120,6 +127,16 @@ class HeadModel(ParticleModel):
         self._scale = 1.0 / math.sqrt(d_k)
         self._bias = None
         self._tiny = W_out.device.type == "cuda" and d_k <= TINY_DK
+        if fused not in (None, True, False):
+            raise ValueError(f"fused must be None, True or False, got {fused!r}")
+        if fused and not (W_out.device.type == "cpu" and _fused.available()):
+            raise ValueError("fused=True needs W_out on the CPU and numba installed")
+        self.fused = fused
+        self._fused = (W_out.device.type == "cpu" and _fused.available()) if fused is None else fused
+
+    def _fast(self, *tensors) -> bool:
+        """Whether this call takes the fused CPU path (see ``fused``)."""
+        return self._fused and _fused.plain(*tensors)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -162,6 +179,8 @@ class HeadModel(ParticleModel):
             chunk_size=self.chunk_size,
             sample_chunk=self.sample_chunk,
             memory_budget=self.memory_budget,
+            # fused=True cannot follow W_out off the CPU: the copy takes the default there
+            fused=None if self.fused and device is not None and torch.device(device).type != "cpu" else self.fused,
         )
 
     def __repr__(self) -> str:
@@ -467,7 +486,10 @@ class HeadModel(ParticleModel):
         """The causal mask (5) as an additive bias: 0 on and below the diagonal, -inf above."""
         if self._bias is None or self._bias.shape[-1] != L:
             future = torch.ones(L, L, dtype=torch.bool, device=self.device).triu(1)
-            self._bias = torch.zeros(1, L, L, dtype=self.dtype, device=self.device).masked_fill(future, float("-inf"))
+            bias = torch.zeros(1, L, L, dtype=self.dtype, device=self.device).masked_fill(future, float("-inf"))
+            if torch._C._functorch.is_functorch_wrapped_tensor(bias):
+                return bias  # made inside a torch.func transform: kept, it would escape its level
+            self._bias = bias
         return self._bias
 
     # ----------------------------------------------------------- head kernels
@@ -597,6 +619,8 @@ class HeadModel(ParticleModel):
 
     def _logits_model_space(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor):
         """``sum_i w_i A_i X W_V,i W_O,i`` (B, L, d_x), streamed over sample and head chunks."""
+        if self._fast(X, heads, weights):
+            return self.reduce(_fused.head_sum(X, heads, weights, self.d_k))
         B, L, _ = X.shape
         sb, hb = self.chunks(B, heads.shape[0], L)
         acc = X.new_zeros(B, L, self.d_x)
@@ -798,6 +822,11 @@ class HeadModel(ParticleModel):
         True
         """
         B, L, _ = X.shape
+        if self._fast(X, heads, weights):  # one fused pass for the logits, one for grad Phi and Phi
+            z = self.reduce(_fused.head_sum(X, heads, weights, self.d_k)) @ self.W_out
+            G = self._residual(z, Y) / (B * L)
+            grad, p = _fused.head_pass(X, G, heads, self.d_k)
+            return cross_entropy(Y, z).mean(), G, grad, p if phi else None
         sb, hb = self.chunks(B, heads.shape[0], L)
         if sb < B or hb < heads.shape[0]:
             z = self._logits(X, heads, weights)
@@ -935,6 +964,8 @@ class HeadModel(ParticleModel):
         >>> phi.shape, bool(torch.allclose(phi, model.first_variation(data, q, heads, w)))
         (torch.Size([2]), True)
         """
+        if self._fast(X, G, query):
+            return _fused.head_pass(X, G, query, self.d_k, grad=False)[1]
         B, L, _ = X.shape
         sb, hb = self.chunks(B, query.shape[0], L)
         phi = X.new_zeros(query.shape[0])
@@ -986,6 +1017,8 @@ class HeadModel(ParticleModel):
         >>> per.shape, bool(torch.allclose(per.mean(0), grad))
         (torch.Size([4, 2, 24]), True)
         """
+        if self._fast(X, G, query):
+            return _fused.head_pass(X, G, query, self.d_k, per_sample=per_sample)[0]
         B, L, _ = X.shape
         M = query.shape[0]
         sb, hb = self.chunks(B, M, L)

@@ -1,0 +1,189 @@
+"""The fused CPU head pass (mfattn.fused) against the torch head pass, its oracle (itself checked
+against SDPA, autograd and finite differences in test_model.py): equal to rounding on random shapes
+(L = 1 and d_k = 1 included), weighted measures, sample chunks, per-sample gradients, and the same
+bits for any thread count; the same errors on bad input; traced calls fall back to torch."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mfattn import Dataset, HeadModel, fused
+
+from conftest import make_problem
+
+pytestmark = pytest.mark.skipif(not fused.available(), reason="numba not installed")
+
+# float64: 1e-12 relative to the largest entry (the sums run in another order; each head's arithmetic
+# is the same up to the exponential, whose polynomial is within 2e-16 of exp)
+REL = {torch.float64: 1e-12, torch.float32: 2e-5}
+
+
+def rel(a, b):
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
+
+
+def random_case(seed, dtype):
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 7, (1,), generator=g))
+    L = int(torch.randint(1, 10, (1,), generator=g))
+    d_x = int(torch.randint(1, 6, (1,), generator=g))
+    d_k = int(torch.randint(1, 4, (1,), generator=g))
+    d_v = int(torch.randint(2, 6, (1,), generator=g))
+    N = int(torch.randint(1, 80, (1,), generator=g))
+    return make_problem(dtype, n=n, L=L, d_x=d_x, d_k=d_k, d_v=d_v, N=N, seed=seed, fused=True)
+
+
+SHAPES = [(1, 1, 1, 1, 2, 1), (3, 1, 2, 1, 3, 5), (2, 6, 3, 1, 4, 33), (4, 7, 4, 3, 5, 64), (16, 8, 4, 2, 5, 70)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("case", [f"shape{i}" for i in range(len(SHAPES))] + [f"random{s}" for s in range(8)])
+def test_fused_equals_torch_path(case, dtype):
+    if case.startswith("shape"):
+        n, L, d_x, d_k, d_v, N = SHAPES[int(case[5:])]
+        model, data, heads, w, g = make_problem(dtype, n=n, L=L, d_x=d_x, d_k=d_k, d_v=d_v, N=N, fused=True)
+    else:
+        model, data, heads, w, g = random_case(int(case[6:]), dtype)
+    assert model._fused
+    ref = HeadModel(model.W_out, model.d_k, fused=False)
+    # the streamed torch path, a few head and sample chunks
+    chunked = HeadModel(model.W_out, model.d_k, fused=False, chunk_size=max(2, heads.shape[0] // 3),
+                        sample_chunk=max(1, data.n // 3))
+    q = (torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)).to(dtype)
+    tol = REL[dtype]
+    for oracle in (ref, chunked):
+        assert rel(model.logits(data.X, heads, w), oracle.logits(data.X, heads, w)) < tol
+        assert rel(model.risk(data, heads, w), oracle.risk(data, heads, w)) < tol
+        assert rel(model.first_variation(data, q, heads, w), oracle.first_variation(data, q, heads, w)) < tol
+        assert rel(model.grad_first_variation(data, q, heads, w), oracle.grad_first_variation(data, q, heads, w)) < tol
+        assert rel(model.per_sample_grad_first_variation(data, q, heads, w),
+                   oracle.per_sample_grad_first_variation(data, q, heads, w)) < tol
+        assert rel(model.dissipation(data, heads, w), oracle.dissipation(data, heads, w)) < tol
+        r1, G1, g1, p1 = model.evaluate(data.X, data.Y, heads, w, phi=True)
+        r0, G0, g0, p0 = oracle.evaluate(data.X, data.Y, heads, w, phi=True)
+        for a, b in ((r1, r0), (G1, G0), (g1, g0), (p1, p0)):
+            assert rel(a, b) < tol
+
+
+def test_fused_pass_uses_the_kernels(monkeypatch):
+    """The model's fused path really calls the kernels (and the torch path does not)."""
+    model, data, heads, w, _ = make_problem(fused=True)
+    calls = []
+    orig_sum, orig_pass = fused.head_sum, fused.head_pass
+    monkeypatch.setattr(fused, "head_sum", lambda *a, **k: calls.append("sum") or orig_sum(*a, **k))
+    monkeypatch.setattr(fused, "head_pass", lambda *a, **k: calls.append("pass") or orig_pass(*a, **k))
+    model.grad_first_variation(data, heads, heads, w)
+    assert calls == ["sum", "pass"]
+    calls.clear()
+    HeadModel(model.W_out, model.d_k, fused=False).grad_first_variation(data, heads, heads, w)
+    assert calls == []
+
+
+def test_large_scores_and_padding():
+    """Scores of a few hundred (softmax rows near one-hot, exponentials near underflow) and a head
+    count that is not a multiple of the block (the padded heads are dropped)."""
+    model, data, heads, w, g = make_problem(N=fused.BLOCK + 3, fused=True)
+    big = 12.0 * heads
+    ref = HeadModel(model.W_out, model.d_k, fused=False)
+    assert rel(model.logits(data.X, big, w), ref.logits(data.X, big, w)) < 1e-12
+    assert rel(model.grad_first_variation(data, big, big, w), ref.grad_first_variation(data, big, big, w)) < 1e-12
+
+
+def test_exponential_against_a_closed_form():
+    """The kernels' exponential (Cody-Waite reduction, degree-13 Taylor, 2^-k table) over x in
+    [-1e4, 0], through a head whose output is a sigmoid: tokens X = (0, 1), d_x = d_k = 1,
+    W_Q = W_V = W_O = 1, W_K = x. Row 1 has scores (0, x), so its output is A_11 v_1 = e^x / (1 + e^x);
+    Phi with G = (0, 1) reads it off, one head per x."""
+    x = -torch.cat([torch.logspace(-20, 3, 4001, dtype=torch.float64), torch.tensor([0.0, 745.0, 746.0, 1e4])])
+    X = torch.tensor([[[0.0], [1.0]]], dtype=torch.float64)
+    heads = torch.ones(x.shape[0], 4, dtype=torch.float64)
+    heads[:, 1] = x
+    _, phi = fused.head_pass(X, X, heads, 1, grad=False)
+    expect = torch.sigmoid(x)
+    normal = expect > 1e-300  # below, e^x is subnormal (torch's sigmoid flushes it to 0 from about -709)
+    # our exponential within about 1 ulp, the division 0.5 ulp, torch's sigmoid about 1 ulp: 2.5 ulp
+    assert float(((phi - expect).abs() / expect)[normal].max()) < 2.5 * 2.0**-52
+    assert float((phi - expect)[~normal].abs().max()) < 1e-300
+    for dtype in (torch.float32,):
+        _, phi32 = fused.head_pass(X.to(dtype), X.to(dtype), heads.to(dtype), 1, grad=False)
+        e32 = torch.sigmoid(x.to(dtype))
+        normal = e32 > 1e-30
+        assert float(((phi32 - e32).abs() / e32)[normal].max()) < 2.5 * 2.0**-23
+        assert float((phi32 - e32)[~normal].abs().max()) < 1e-30
+
+
+def test_same_bits_for_any_thread_count():
+    code = (
+        "import torch, sys\n"
+        "from conftest import make_problem\n"
+        "m, d, h, w, g = make_problem(n=40, L=6, N=300, fused=True)\n"
+        "torch.set_num_threads(int(sys.argv[1]))\n"
+        "r, G, gr, p = m.evaluate(d.X, d.Y, h, w, phi=True)\n"
+        "import hashlib; print(hashlib.sha1(gr.numpy().tobytes() + p.numpy().tobytes() + G.numpy().tobytes()).hexdigest())\n"
+    )
+    import pathlib
+
+    tests = str(pathlib.Path(__file__).parent)
+    out = {t: subprocess.run([sys.executable, "-c", code, str(t)], capture_output=True, text=True, cwd=tests,
+                             check=True).stdout for t in (1, 2)}
+    assert out[1] == out[2] and len(out[1]) > 20
+
+
+def test_traced_calls_take_the_torch_path():
+    """Autograd and torch.func see a differentiable computation: the fused kernels are skipped."""
+    model, data, heads, w, g = make_problem(fused=True)
+    q = heads[:2].clone().requires_grad_()
+    (auto,) = torch.autograd.grad(model.first_variation(data, q, heads, w).sum(), q)
+    torch.testing.assert_close(auto, model.grad_first_variation(data, heads[:2], heads, w), rtol=1e-10, atol=1e-12)
+    jac = torch.func.jacfwd(lambda h: model.logits(data.X, h, w).sum())(heads)
+    ref = HeadModel(model.W_out, model.d_k, fused=False)
+    torch.testing.assert_close(jac, torch.func.jacfwd(lambda h: ref.logits(data.X, h, w).sum())(heads))
+
+
+def test_bad_inputs_give_the_same_errors():
+    model, data, heads, w, _ = make_problem(fused=True)
+    ref = HeadModel(model.W_out, model.d_k, fused=False)
+    bad = [
+        lambda m: m.risk(data, heads[:, :-1], w),
+        lambda m: m.risk(data, heads, -w),
+        lambda m: m.risk(data, heads.float(), w),
+        lambda m: m.grad_first_variation(data, heads[:, :3], heads, w),
+        lambda m: m.risk(Dataset(data.X[..., :2], data.Y), heads, w),
+        lambda m: m.logits(data.X, heads * float("nan"), w),
+    ]
+    for call in bad:
+        msgs = []
+        for m in (model, ref):
+            with pytest.raises(ValueError) as e:
+                call(m)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+
+
+def test_fused_flag_is_checked():
+    W = torch.ones(3, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="fused"):
+        HeadModel(W, 2, fused="yes")
+    assert HeadModel(W, 2)._fused and not HeadModel(W, 2, fused=False)._fused
+    assert HeadModel(W, 2, fused=True).to(dtype=torch.float32)._fused
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="fused"):
+            HeadModel(W.cuda(), 2, fused=True)
+
+
+def test_kernels_are_cached_across_processes(tmp_path):
+    """A first process compiles the kernels into NUMBA_CACHE_DIR; a second one loads them (numba's
+    dispatcher counts cache hits and misses) and compiles nothing."""
+    import os
+
+    code = ("from mfattn import fused; fused.compile_seconds()\n"
+            "k = (fused._sum_kernel, fused._grad_kernel)\n"
+            "print(sum(sum(x.stats.cache_hits.values()) for x in k), sum(sum(x.stats.cache_misses.values()) for x in k))")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = lambda: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                 check=True).stdout.split()
+    assert run() == ["0", "4"]  # two kernels, two dtypes: compiled
+    assert list(tmp_path.rglob("*.nbi")) and list(tmp_path.rglob("*.nbc"))
+    assert run() == ["4", "0"]  # loaded
