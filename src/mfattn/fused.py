@@ -9,8 +9,9 @@ block of heads' tiles in registers and L1 for the whole forward and backward pas
 
 * heads are processed in blocks of up to :data:`BLOCK` heads laid out innermost
   (``(block, d_omega, heads)``), so that every arithmetic loop runs over contiguous heads and the
-  compiler vectorises it; no loop reduces along the vector axis, so a head's result does not depend
-  on the vector width, the block size or the number of threads;
+  compiler vectorises it; no loop reduces along the vector axis (but the weighted head sum of the
+  logits, in a fixed order), so a head's result does not depend on the vector width, the block
+  size or the number of threads;
 * the causal softmax is taken one row at a time: row ``l`` of ``A`` is built, used for row ``l``
   of ``A V`` and, in the gradient pass, for row ``l`` of the softmax backward (4) and its
   contributions to ``dQ``, ``dK``, ``dV``, then dropped, so no ``(L, L)`` tile is ever stored;
@@ -56,6 +57,7 @@ try:  # numba is a pinned dependency, but the engine must still run where it can
         numba.config.THREADING_LAYER = "workqueue"
 except ImportError:  # pragma: no cover - exercised only without numba
     numba = None
+
 
 def available() -> bool:
     """Whether the fused path can run here (numba imports).
@@ -399,7 +401,7 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     """
     _threads()
     Wb, nb, H = _blocks(heads)
-    wb = torch.nn.functional.pad(weights, (0, nb * H - weights.shape[0])).reshape(nb, H).numpy()
+    wb = _np(torch.nn.functional.pad(weights, (0, nb * H - weights.shape[0])).reshape(nb, H))
     B, L, d_x = X.shape
     # sequences split first (each slice writes its own rows); blocks of heads grouped only when the
     # sequences are few, so the partial sums (groups, B, L, d_x) stay a few times the output
