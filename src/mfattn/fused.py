@@ -50,11 +50,13 @@ try:  # numba is a pinned dependency, but the engine must still run where it can
     import numba
     from numba import njit, prange
 
-    # numba's own thread pool, not OpenMP: its OpenMP threads (the system's libgomp) spin after each
-    # kernel and starve torch's (its own libgomp) on a small machine; the measured cost was a 30x
-    # slower evaluate() on 2 cores. NUMBA_THREADING_LAYER, when set, still decides.
+    # OpenMP first: measured on 2 cores beside torch (whose own OpenMP threads spin for a while
+    # after each operation), numba's workqueue pool waited on those spinning threads, about 250 us
+    # per call however small, against 40-65 us with OpenMP
+    # (one head, 16 sequences). workqueue remains the fallback where no OpenMP runtime is found;
+    # NUMBA_THREADING_LAYER, when set, still decides.
     if "NUMBA_THREADING_LAYER" not in os.environ:
-        numba.config.THREADING_LAYER = "workqueue"
+        numba.config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
 except ImportError:  # pragma: no cover - exercised only without numba
     numba = None
 
