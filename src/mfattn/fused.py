@@ -40,7 +40,7 @@ import torch
 
 __all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "compile_seconds"]
 
-#: Heads per block: the vector axis of every loop (4 AVX-512 vectors of float64).
+#: The number of heads per block, the vector axis of every loop (4 AVX-512 vectors of float64).
 BLOCK = 32
 #: Parallel tasks aimed at per call, whatever the thread count (a fixed split keeps results
 #: independent of it): enough to keep 16 cores busy when blocks are few.
