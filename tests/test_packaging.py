@@ -1,5 +1,7 @@
-"""The pins a user installs are the same on every path (pip, conda)."""
+"""What a fresh install and `make book` rely on: the same pins on every path (pip, conda), book code
+blocks within the text column, an API entry for every module a rendered docstring cites."""
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,8 +45,6 @@ def test_modules_the_rendered_docstrings_cite_are_in_the_api_reference():
     # `make book` runs Sphinx nitpicky (-n -W, py:class and py:data ignored in _config.yml): a
     # function, method or module role in a docstring the API page renders that points into an
     # mfattn module without an entry there (":mod:`mfattn.fused`" before it had one) fails the build
-    import re
-
     documented = set(re.findall(r"automodule:: mfattn\.(\w+)", (ROOT / "book" / "api.md").read_text()))
     modules = {py.stem for py in (ROOT / "src" / "mfattn").glob("*.py")}
     role = re.compile(r":(?:mod|func|meth|attr|obj|exc):`~?mfattn\.(\w+)")

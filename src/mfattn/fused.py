@@ -52,9 +52,9 @@ try:  # numba is a pinned dependency, but the engine must still run where it can
 
     # OpenMP first: measured on 2 cores beside torch (whose own OpenMP threads spin for a while
     # after each operation), numba's workqueue pool waited on those spinning threads, about 250 us
-    # per call however small, against 40-65 us with OpenMP
-    # (one head, 16 sequences). workqueue remains the fallback where no OpenMP runtime is found;
-    # NUMBA_THREADING_LAYER, when set, still decides.
+    # per call however small, against 40-65 us with OpenMP (one head, 16 sequences). workqueue
+    # remains the fallback where no OpenMP runtime is found; NUMBA_THREADING_LAYER, when set,
+    # still decides.
     if "NUMBA_THREADING_LAYER" not in os.environ:
         numba.config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
 except ImportError:  # pragma: no cover - exercised only without numba
