@@ -1,3 +1,5 @@
+import mfattn  # noqa: F401  (first: it sets the OpenMP wait policy before torch loads its runtime)
+
 import pytest
 import torch
 
