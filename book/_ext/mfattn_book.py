@@ -69,6 +69,17 @@ def _drop_duplicate_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = kept
 
 
+def _evidence_headline(app, docname, source):
+    """The intro's evidence count, computed from the committed chapters at build time (the same
+    sentence that opens the evidence map)."""
+    if "MFATTN_EVIDENCE_HEADLINE" not in source[0]:
+        return
+    from mfattn.evidence import collect, headline
+
+    source[0] = source[0].replace("MFATTN_EVIDENCE_HEADLINE", headline(collect(app.srcdir)))
+
+
 def setup(app):
     app.connect("html-page-context", _drop_duplicate_scripts)
+    app.connect("source-read", _evidence_headline)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

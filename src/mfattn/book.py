@@ -140,8 +140,203 @@ KINDS = {
     "derived": "a result this book derives in the chapter, tested where it could fail",
     "hypothesis": "whether an assumption of the paper holds in this model (PASS: it holds)",
     "check": "an identity or consistency check that holds by construction: useful, not evidence",
+    "external": "agreement with an independent implementation by other authors (their public code): evidence "
+                "that the engine computes what they computed, not about the paper",
 }
-EVIDENCE = ("claim", "derived")  # the kinds that count as evidence about the paper
+EVIDENCE = ("claim", "derived")  # the kinds that can count as evidence about the paper (see Verdict.evidence)
+
+RULES = ("close", "at_most", "within", "fit", "fit_at_most")
+
+
+def decide(decision: dict, prediction) -> bool:
+    """The decision rule of a verdict applied to a prediction: the one place where PASS is decided.
+
+    Every ``check_*`` function decides its prediction with it, and its counterfactual (a wrong
+    prediction the same measurement must reject) the same way; the stored ``decision`` of a
+    committed verdict lets the tests decide both again without re-running anything.
+
+    Parameters
+    ----------
+    decision : dict
+        ``{"rule": one of RULES, ...}`` with the measured numbers the rule needs: ``close``:
+        ``value, tol``; ``at_most``: ``value, tol``; ``within``: ``value, a, b, lo_open, hi_open``
+        (``[a, b]`` the measurement's interval, ``a = b = value`` for a point); ``fit``: ``lo, hi``
+        (the interval of a fitted rate); ``fit_at_most``: ``lo``. A stored decision also holds
+        its verdict's ``prediction``.
+    prediction : float or tuple of float
+        ``close``: the predicted value; ``at_most`` and ``fit_at_most``: the upper bound;
+        ``within``: the range ``(lo, hi)``; ``fit``: the predicted rate.
+
+    Returns
+    -------
+    bool
+        PASS.
+
+    Raises
+    ------
+    ValueError
+        If the rule is unknown.
+
+    Examples
+    --------
+    >>> from mfattn.book import decide
+    >>> d = {"rule": "fit", "lo": -0.58, "hi": -0.43}
+    >>> decide(d, -0.5), decide(d, -0.25)
+    (True, False)
+    >>> decide({"rule": "at_most", "value": 0.02, "tol": 0.0}, 0.05)
+    True
+    """
+    rule = decision.get("rule")
+    fin = lambda *xs: all(math.isfinite(x) for x in xs)  # noqa: E731
+    # a stored decision holds non-finite numbers as strings ("inf", "-inf", "nan"): float() reads them
+    decision = {k: (float(v) if isinstance(v, str) and k != "rule" else v) for k, v in decision.items()}
+    prediction = tuple(float(p) for p in prediction) if isinstance(prediction, (tuple, list)) else float(prediction)
+    if rule == "close":
+        v, tol = decision["value"], decision["tol"]
+        return fin(v) and abs(v - prediction) <= tol
+    if rule == "at_most":
+        v, tol = decision["value"], decision["tol"]
+        return fin(v) and v <= prediction + tol
+    if rule == "within":
+        lo, hi = prediction
+        v, a, b = decision["value"], decision["a"], decision["b"]
+        return (fin(v, a, b) and (lo < a if decision["lo_open"] else lo <= a)
+                and (b < hi if decision["hi_open"] else b <= hi))
+    if rule == "fit":
+        return decision["lo"] <= prediction <= decision["hi"]
+    if rule == "fit_at_most":
+        return fin(decision["lo"]) and decision["lo"] <= prediction
+    raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
+
+
+def perturbed(measured, why: str, *, interval=None, sig: int = 3, floor: float = 0.0) -> dict:
+    """A counterfactual that changes the model, not the prediction: the same measurement taken where
+    the theory's hypothesis is broken (a perturbed model, the wrong time variable, the hypothesis's
+    quantity removed) must fail the verdict's own prediction and tolerance.
+
+    Parameters
+    ----------
+    measured : float or LogLogFit or OrderFit
+        What the measurement gives in the perturbed setting: a value, or a fitted rate for
+        :func:`check_fit` and :func:`check_fit_at_most`.
+    why : str
+        What was perturbed.
+    interval : tuple of float or None
+        For :func:`check_within` with an interval: the perturbed measurement's interval.
+    sig, floor : int, float
+        How the perturbed value is printed (see :func:`fmt`): the digits and the rounding floor that
+        its run determines.
+
+    Returns
+    -------
+    dict
+        The counterfactual, to pass as ``counterfactual=`` to a ``check_*`` function.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most, perturbed
+    >>> v = check_at_most("gap at equal rescaled time / tolerance", 0.3, 1.0, kind="claim",
+    ...                   counterfactual=perturbed(40.0, "compared at equal physical time"))
+    >>> v.counterfactual.status, v.counterfactual.predicted, v.evidence
+    ('FAIL', 'measured 4.00e+01', True)
+    """
+    return {"perturbed": measured, "why": why, "interval": interval, "sig": sig, "floor": floor}
+
+
+def shifted(fit, rate: float, why: str) -> dict:
+    """The counterfactual of a one-sided test of a fitted rate (:func:`check_fit_at_most`): the same
+    measurement, with the same interval, had the true rate been ``rate`` (the interval moved to it).
+    It must fail: the interval must be narrow enough to lie wholly above the bound were the rate
+    ``rate``, or the test could not have failed, and it is a check.
+
+    Parameters
+    ----------
+    fit : LogLogFit or OrderFit
+        The measured fit.
+    rate : float
+        The counterfactual rate, e.g. an exponent slower than the bound's.
+    why : str
+        Which wrong theory it stands for.
+
+    Returns
+    -------
+    dict
+        A :func:`perturbed` counterfactual.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit_at_most, shifted
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> v = check_fit_at_most("decay", fit, -0.5, kind="claim", counterfactual=shifted(fit, -0.25, "N^-1/4"))
+    >>> v.counterfactual.status, v.evidence
+    ('FAIL', True)
+    >>> wide = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.9, slope_hi=-0.14, level=0.95, n=8)
+    >>> check_fit_at_most("decay", wide, -0.5, kind="claim", counterfactual=shifted(wide, -0.25, "N^-1/4")).evidence
+    False
+    """
+    value, lo, hi = _rate(fit)
+    d = rate - value
+    if hasattr(fit, "slope"):
+        moved = fit._replace(slope=value + d, slope_lo=lo + d, slope_hi=hi + d)
+    else:
+        moved = fit._replace(order=value + d, order_lo=lo + d, order_hi=hi + d)
+    return perturbed(moved, f"{why} (the same interval about {rate:+.3f})")
+
+
+def _perturb(decision: dict, cf: dict) -> dict:
+    """The verdict's decision with the perturbed measurement in place of the measured numbers."""
+    m, d = cf["perturbed"], dict(decision)
+    if d["rule"] in ("fit", "fit_at_most"):
+        value, lo, hi = _rate(m)
+        d.update(value=value, lo=lo, hi=hi) if d["rule"] == "fit" else d.update(value=value, lo=lo)
+    elif d["rule"] == "within":
+        a, b = (m, m) if cf.get("interval") is None else cf["interval"]
+        d.update(value=float(m), a=float(a), b=float(b))
+    else:
+        d.update(value=float(m))
+    return d
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """A wrong prediction that the verdict's measurement must reject for the verdict to be evidence:
+    an exponent off by the margin the tolerance claims to resolve, a bound without its constant's
+    growth, the value a perturbed model would give.
+
+    Attributes
+    ----------
+    prediction : float or tuple of float
+        The wrong prediction, in the form of the verdict's own prediction (see :func:`decide`); for
+        a :func:`perturbed` counterfactual, the verdict's own prediction.
+    predicted : str
+        It, printed as the verdict prints its prediction; for a :func:`perturbed` one, the
+        perturbed measurement.
+    why : str
+        Which wrong theory it stands for.
+    passed : bool
+        Whether the verdict's decision rule accepts it (then the measurement cannot tell the theory
+        from the wrong one).
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> v = check_fit("error vs N", fit, -0.5, kind="claim", counterfactual=(-0.25, "an N^-1/4 rate"))
+    >>> v.counterfactual.passed, v.evidence
+    (False, True)
+    """
+
+    prediction: object
+    predicted: str
+    why: str
+    passed: bool
+    decision: dict | None = None  # the perturbed measurement's numbers (perturbed), else None
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "FAIL"
 
 
 @dataclass(frozen=True)
@@ -196,6 +391,8 @@ class Verdict:
     ref: tuple = ()  # the results it bears on
     sig: int = 3  # significant digits of the measured value the run determines (see fmt)
     floor: float = 0.0  # measured values below this in size are rounding and print as <floor
+    decision: dict | None = None  # the rule and measured numbers that decided it (see decide)
+    counterfactual: Counterfactual | None = None  # a wrong prediction the measurement must reject
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -209,6 +406,32 @@ class Verdict:
     def status(self) -> str:
         return "PASS" if self.passed else "FAIL"
 
+    @property
+    def evidence(self) -> bool:
+        """Whether the verdict counts as evidence about the paper: a claim or derived result that
+        names a counterfactual, where the measurement does not accept both the prediction and the
+        counterfactual. A claim without one, or whose counterfactual passes beside it, is a check."""
+        return (self.kind in EVIDENCE and self.counterfactual is not None
+                and not (self.passed and self.counterfactual.passed))
+
+    @property
+    def counted_as(self) -> str:
+        """The group the chapter's count puts it in: ``"evidence"``, ``"hypothesis"``, ``"external"`` or
+        ``"check"``."""
+        if self.evidence:
+            return "evidence"
+        return self.kind if self.kind in ("hypothesis", "external") else "check"
+
+    def _kind_text(self) -> str:
+        if self.kind in EVIDENCE and not self.evidence:
+            why = "no counterfactual named" if self.counterfactual is None else "its counterfactual passes too"
+            return f"{self.kind}, counted as a check: {why}"
+        return self.kind
+
+    def _cf_text(self) -> str:
+        c = self.counterfactual
+        return "" if c is None else f"counterfactual {c.predicted} ({c.why}): {c.status}"
+
     def line(self) -> str:
         """The verdict as two lines of plain text, as :func:`report` prints it outside a notebook.
 
@@ -216,21 +439,29 @@ class Verdict:
         -------
         str
             Status, kind, results and claim on the first line; measured value (through :func:`fmt`),
-            prediction and tolerance on the second.
+            prediction and tolerance on the second; the counterfactual and its outcome on a third,
+            when there is one. A claim or derived result that is not :attr:`evidence` says why.
 
         Examples
         --------
-        >>> from mfattn.book import Verdict
+        >>> from mfattn.book import Verdict, check_close
         >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
         >>> print(v.line())
-        [PASS] (claim; Thm 4.1) slope of the error
+        [PASS] (claim, counted as a check: no counterfactual named; Thm 4.1) slope of the error
                measured -5.10e-01 | predicted -0.500 | tolerance +-0.05
+        >>> v = check_close("slope of the error", -0.51, -0.5, 0.05, kind="claim", ref="Thm 4.1",
+        ...                 counterfactual=(-0.25, "an N^-1/4 rate"))
+        >>> print(v.line())
+        [PASS] (claim; Thm 4.1) slope of the error
+               measured -5.10e-01 | predicted -5.00e-01 | tolerance +-5.00e-02
+               counterfactual -2.50e-01 (an N^-1/4 rate): FAIL
         """
         refs = f"; {', '.join(self.ref)}" if self.ref else ""
+        cf = f"\n       {self._cf_text()}" if self.counterfactual is not None else ""
         return (
-            f"[{self.status}] ({self.kind}{refs}) {self.claim}\n"
+            f"[{self.status}] ({self._kind_text()}{refs}) {self.claim}\n"
             f"       measured {fmt(self.measured, self.sig, self.floor)} | predicted {self.predicted} | "
-            f"tolerance {self.tolerance}"
+            f"tolerance {self.tolerance}{cf}"
         )
 
     def record(self) -> dict:
@@ -250,17 +481,50 @@ class Verdict:
         {'kind': 'claim', 'ref': ['Thm 4.1'], 'claim': 'slope of the error', 'measured': '-5.10e-01',
          'predicted': '-0.500', 'tolerance': '+-0.05', 'status': 'PASS'}
         """
-        return dict(kind=self.kind, ref=list(self.ref), claim=self.claim,
-                    measured=fmt(self.measured, self.sig, self.floor), predicted=self.predicted,
-                    tolerance=self.tolerance, status=self.status)
+        rec = dict(kind=self.kind, ref=list(self.ref), claim=self.claim,
+                   measured=fmt(self.measured, self.sig, self.floor), predicted=self.predicted,
+                   tolerance=self.tolerance, status=self.status)
+        if self.decision is not None:  # what the tests and the replication read (not printed)
+            c = self.counterfactual
+            rec.update(evidence=self.evidence, value=_num(self.measured), decision=dict(self.decision),
+                       counterfactual=None if c is None else dict(
+                           prediction=_num(c.prediction), predicted=c.predicted, why=c.why, status=c.status,
+                           **({} if c.decision is None else {"decision": dict(c.decision)})))
+        return rec
 
 
-def _verdict(claim, measured, predicted, tolerance, ok, kind, ref, sig=3, floor=0.0) -> Verdict:
-    return Verdict(claim, measured, predicted, tolerance, bool(ok), kind or "", ref, sig, floor)
+def _num(x):
+    """A float, or a list of floats, as JSON holds it (non-finite values as strings)."""
+    if isinstance(x, (tuple, list)):
+        return [_num(y) for y in x]
+    x = float(x)
+    return x if math.isfinite(x) else str(x)
+
+
+def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, ref, sig=3, floor=0.0,
+             counterfactual=None, show=None) -> Verdict:
+    """A verdict decided by :func:`decide`, with its counterfactual ``(prediction, why)`` decided the
+    same way (``show`` prints a prediction as the verdict prints its own)."""
+    decision = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                for k, v in decision.items()}
+    decision["prediction"] = _num(prediction)  # kept, so that a stored decision can be taken again
+    cf = None
+    if isinstance(counterfactual, dict) and "perturbed" in counterfactual:
+        d = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+             for k, v in _perturb(decision, counterfactual).items()}
+        shown = fmt(d["value"], counterfactual.get("sig", 3), counterfactual.get("floor", 0.0))
+        cf = Counterfactual(prediction, f"measured {shown}", counterfactual["why"], bool(decide(d, prediction)), d)
+    elif counterfactual is not None:
+        if not (isinstance(counterfactual, tuple) and len(counterfactual) == 2 and isinstance(counterfactual[1], str)):
+            raise ValueError(f"counterfactual: expected (prediction, why) or perturbed(...), got {counterfactual!r}")
+        p, why = counterfactual
+        cf = Counterfactual(p, show(p), why, bool(decide(decision, p)))
+    return Verdict(claim, measured, predicted, tolerance, bool(decide(decision, prediction)), kind or "", ref, sig,
+                   floor, decision, cf)
 
 
 def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "", *, kind: str = None,
-                ref=(), sig: int = 3, floor: float = 0.0) -> Verdict:
+                ref=(), sig: int = 3, floor: float = 0.0, counterfactual=None) -> Verdict:
     """PASS when ``|measured - predicted| <= tol``. ``kind`` (required) and ``ref``: see
     :class:`Verdict`. ``sig`` and ``floor`` say how precisely the run determines ``measured`` (see
     :func:`fmt`); they change the printout, never the decision.
@@ -285,6 +549,11 @@ def check_close(claim: str, measured: float, predicted: float, tol: float, why: 
         Significant digits of ``measured`` in the printout (see :func:`fmt`).
     floor : float
         Measured values of smaller magnitude print as ``<floor``.
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
 
     Returns
     -------
@@ -298,13 +567,12 @@ def check_close(claim: str, measured: float, predicted: float, tol: float, why: 
     >>> v.passed, v.predicted, v.tolerance
     (True, '6.93e-01', '+-1.00e-03 (float64 rounding)')
     """
-    ok = math.isfinite(measured) and abs(measured - predicted) <= tol
-    return _verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""), ok, kind, ref,
-                    sig, floor)
+    return _verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""),
+                    dict(rule="close", value=measured, tol=tol), predicted, kind, ref, sig, floor, counterfactual, fmt)
 
 
 def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "", *, kind: str = None,
-                  ref=(), sig: int = 3, floor: float = 0.0) -> Verdict:
+                  ref=(), sig: int = 3, floor: float = 0.0, counterfactual=None) -> Verdict:
     """PASS when ``measured <= bound + tol`` (keywords: as for :func:`check_close`).
 
     Parameters
@@ -327,6 +595,11 @@ def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, w
         Significant digits of ``measured`` in the printout (see :func:`fmt`).
     floor : float
         Measured values of smaller magnitude print as ``<floor``.
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
 
     Returns
     -------
@@ -340,13 +613,14 @@ def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, w
     >>> v.passed, v.predicted, v.tolerance
     (True, '<= 5.00e-02', '+0.00e+00')
     """
-    ok = math.isfinite(measured) and measured <= bound + tol
-    return _verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""), ok, kind,
-                    ref, sig, floor)
+    return _verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""),
+                    dict(rule="at_most", value=measured, tol=tol), bound, kind, ref, sig, floor, counterfactual,
+                    lambda b: f"<= {fmt(b)}")
 
 
 def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=None, hi_open: bool = False,
-                 lo_open: bool = False, why: str = "", kind: str = None, ref=(), sig: int = 3) -> Verdict:
+                 lo_open: bool = False, why: str = "", kind: str = None, ref=(), sig: int = 3,
+                 counterfactual=None) -> Verdict:
     """PASS when ``lo <= measured <= hi`` (``lo <``, ``< hi`` with ``lo_open``, ``hi_open``); with
     ``interval = (a, b)``, a confidence interval of the measurement, the whole interval must lie in
     the range.
@@ -371,6 +645,11 @@ def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=
         The results the verdict bears on (see :class:`Verdict`).
     sig : int
         Significant digits of ``measured`` and of the interval in the printout (see :func:`fmt`).
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
 
     Returns
     -------
@@ -387,11 +666,11 @@ def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=
     False
     """
     a, b = (measured, measured) if interval is None else interval
-    ok = (all(math.isfinite(x) for x in (measured, a, b)) and (lo < a if lo_open else lo <= a)
-          and (b < hi if hi_open else b <= hi))
-    rng = f"{'(' if lo_open else '['}{fmt(lo)}, {fmt(hi)}{')' if hi_open else ']'}"
+    rng = lambda r: f"in {'(' if lo_open else '['}{fmt(r[0])}, {fmt(r[1])}{')' if hi_open else ']'}"  # noqa: E731
     tol = "point value" if interval is None else f"interval [{fmt(a, sig)}, {fmt(b, sig)}]"
-    return _verdict(claim, measured, f"in {rng}", tol + (f" ({why})" if why else ""), ok, kind, ref, sig)
+    return _verdict(claim, measured, rng((lo, hi)), tol + (f" ({why})" if why else ""),
+                    dict(rule="within", value=measured, a=a, b=b, lo_open=lo_open, hi_open=hi_open), (lo, hi), kind,
+                    ref, sig, 0.0, counterfactual, rng)
 
 
 def _rate(fit) -> tuple[float, float, float]:
@@ -401,7 +680,8 @@ def _rate(fit) -> tuple[float, float, float]:
     return fit.order, fit.order_lo, fit.order_hi
 
 
-def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = None, ref=()) -> Verdict:
+def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = None, ref=(),
+              counterfactual=None) -> Verdict:
     """PASS when the interval of a fitted rate contains ``predicted``: the slope of a
     :class:`~mfattn.fitting.LogLogFit` or the order of an :class:`~mfattn.fitting.OrderFit`.
     The measured value printed is the fitted rate itself, the interval goes in the tolerance.
@@ -420,6 +700,11 @@ def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = N
         One of :data:`KINDS` (required).
     ref : str or tuple of str
         The results the verdict bears on (see :class:`Verdict`).
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
 
     Returns
     -------
@@ -437,10 +722,12 @@ def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = N
     """
     value, lo, hi = _rate(fit)
     tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]" + (f" ({why})" if why else "")
-    return _verdict(claim, value, f"{predicted:+.3f}", tol, fit.contains(predicted), kind, ref)
+    return _verdict(claim, value, f"{predicted:+.3f}", tol, dict(rule="fit", value=value, lo=lo, hi=hi), predicted,
+                    kind, ref, counterfactual=counterfactual, show=lambda p: f"{p:+.3f}")
 
 
-def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str = None, ref=()) -> Verdict:
+def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str = None, ref=(),
+                      counterfactual=None) -> Verdict:
     """One-sided test of a fitted rate against an upper *bound* of the paper: PASS unless the whole
     interval lies above ``bound``, i.e. unless the data show a decay significantly slower than the
     bound allows (a bound allows any faster decay). The measured value printed is the fitted rate.
@@ -459,6 +746,11 @@ def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str
         One of :data:`KINDS` (required).
     ref : str or tuple of str
         The results the verdict bears on (see :class:`Verdict`).
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
 
     Returns
     -------
@@ -478,12 +770,14 @@ def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str
     value, lo, hi = _rate(fit)
     tol = (f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]; PASS unless the whole CI lies above the bound"
            + (f" ({why})" if why else ""))
-    return _verdict(claim, value, f"<= {bound:+.3f}", tol, math.isfinite(lo) and lo <= bound, kind, ref)
+    return _verdict(claim, value, f"<= {bound:+.3f}", tol, dict(rule="fit_at_most", value=value, lo=lo), bound,
+                    kind, ref, counterfactual=counterfactual, show=lambda b: f"<= {b:+.3f}")
 
 
 def summary(verdicts) -> str:
-    """The closing count of a chapter: evidence (claims and derived results) apart from
-    hypotheses and checks.
+    """The closing count of a chapter: evidence (claims and derived results that name a
+    counterfactual their measurement rejects, :attr:`Verdict.evidence`) apart from hypotheses and
+    checks.
 
     Parameters
     ----------
@@ -498,21 +792,25 @@ def summary(verdicts) -> str:
     Examples
     --------
     >>> from mfattn.book import check_at_most, check_close, summary
-    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(2.0, "twice the value")),
+    ...       check_at_most("b", 2.0, 1.0, kind="check"), check_close("c", 1.0, 1.0, 0.1, kind="claim")]
     >>> print(summary(vs))
-    verdicts: 2. Evidence (claims and derived results): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds):
-    0 PASS, 0 FAIL. Checks (hold by construction): 0 PASS, 1 FAIL.
+    verdicts: 3. Evidence (claims and derived results whose counterfactual fails): 1 PASS, 0 FAIL.
+    Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or no counterfactual fails):
+    1 PASS, 1 FAIL.
     """
     verdicts = list(verdicts)
 
-    def count(kinds):
-        vs = [v for v in verdicts if v.kind in kinds]
+    def count(group):
+        vs = [v for v in verdicts if v.counted_as == group]
         n_fail = sum(not v.passed for v in vs)
         return f"{len(vs) - n_fail} PASS, {n_fail} FAIL"
 
-    return (f"verdicts: {len(verdicts)}. Evidence (claims and derived results): {count(EVIDENCE)}. "
-            f"Hypotheses (PASS: it holds): {count(('hypothesis',))}. Checks (hold by construction): "
-            f"{count(('check',))}.")
+    external = (f" External (agreement with other authors' code): {count('external')}."
+                if any(v.kind == "external" for v in verdicts) else "")
+    return (f"verdicts: {len(verdicts)}. Evidence (claims and derived results whose counterfactual fails): "
+            f"{count('evidence')}. Hypotheses (PASS: it holds): {count('hypothesis')}. Checks (by construction, "
+            f"or no counterfactual fails): {count('check')}.{external}")
 
 
 def all_passed(verdicts) -> bool:
@@ -575,14 +873,15 @@ def verdict_table_html(verdicts) -> str:
     for v in verdicts:
         style = _PASS_STYLE if v.passed else _FAIL_STYLE
         refs = f"; {_esc(', '.join(v.ref))}" if v.ref else ""
+        cf = f"<br><small>{_esc(v._cf_text())}</small>" if v.counterfactual is not None else ""
         rows.append(
             f'<tr class="mfattn-{v.status.lower()}">'
             f'<td style="{_CELL}"><span class="mfattn-status" style="{style};font-weight:700;padding:1px 5px;'
-            f'border-radius:3px">{v.status}</span><br><small>{_esc(v.kind)}{refs}</small></td>'
+            f'border-radius:3px">{v.status}</span><br><small>{_esc(v._kind_text())}{refs}</small></td>'
             f'<td style="{_CELL}">{_esc(v.claim)}</td>'
             f'<td style="{_CELL}"><code>{_esc(fmt(v.measured, v.sig, v.floor))}</code></td>'
             f'<td style="{_CELL}"><code>{_esc(v.predicted)}</code></td>'
-            f'<td style="{_CELL}"><small>{_esc(v.tolerance)}</small></td></tr>'
+            f'<td style="{_CELL}"><small>{_esc(v.tolerance)}</small>{cf}</td></tr>'
         )
     head = "".join(f'<th style="{_CELL};text-align:left">{h}</th>'
                    for h in ("status", "claim", "measured", "predicted", "tolerance"))
@@ -628,14 +927,17 @@ def report(verdicts) -> None:
     Outside IPython the report is printed as plain text:
 
     >>> from mfattn.book import check_at_most, check_close, report
-    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(2.0, "twice the value")),
+    ...       check_at_most("b", 2.0, 1.0, kind="check")]
     >>> report(vs)
     [PASS] (claim) a
            measured 1.00e+00 | predicted 1.00e+00 | tolerance +-1.00e-01
+           counterfactual 2.00e+00 (twice the value): FAIL
     [FAIL] (check) b
            measured 2.00e+00 | predicted <= 1.00e+00 | tolerance +0.00e+00
-    verdicts: 2. Evidence (claims and derived results): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds):
-    0 PASS, 0 FAIL. Checks (hold by construction): 0 PASS, 1 FAIL.
+    verdicts: 2. Evidence (claims and derived results whose counterfactual fails): 1 PASS, 0 FAIL.
+    Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or no counterfactual fails):
+    0 PASS, 1 FAIL.
     """
     verdicts = list(verdicts)
     for v in verdicts:

@@ -141,7 +141,11 @@ def main(argv=None) -> int:
     p_new.add_argument("--title", default=None, help="the chapter's title")
     p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")
     p_params.add_argument("chapter", help="chapter name or prefix, e.g. 05")
-    from . import bench, distributed
+    from . import bench, distributed, replicate
+
+    p_rep = sub.add_parser("replicate", help="re-run a chapter under other seeds and write its replication record "
+                           "(replications/CHAPTER.json): each verdict's pass rate and spread")
+    replicate.add_arguments(p_rep)
 
     p_bench = sub.add_parser("bench", help="time and memory of the engine against a per-head loop and a naive batch")
     bench.add_arguments(p_bench)
@@ -157,6 +161,8 @@ def main(argv=None) -> int:
         from . import checkhtml
 
         return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
+    if args.command == "replicate":
+        return replicate.main(args)
     if args.command == "bench":
         bench.main(args)
         return 0

@@ -16,23 +16,45 @@ from pathlib import Path
 
 from .book import EVIDENCE, KINDS
 
-__all__ = ["RESULTS", "COMPANION", "collect", "table", "counts", "markdown"]
+__all__ = ["RESULTS", "COMPANION", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
+           "markdown"]
 
 # (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it
 #  [, a note shown beside its verdicts])
 RESULTS = [
     ("Lemma 2.1", "the softmax is 1/2-Lipschitz", ""),
+    ("Assumption 3.1", "the learning-rate profile zeta is bounded, Lipschitz, with a divergent integral",
+     "an assumption on the user's choice, met by construction: chapter 02 uses zeta = 1, chapter 04 a constant and a "
+     "decaying profile, both bounded, Lipschitz and with a divergent integral"),
     ("Prop. 3.4", "attention features are smooth, with polynomial constants, on balls", ""),
     ("Assumption 3.2", "every measure is supported in one compact K (smoothness on invariant compact sets)",
      "no experiment yet"),
+    ("Remark 3.3", "compactness of the trajectories is what the finite-time and the long-time results need",
+     "qualitative: it says which hypothesis each result needs; chapter 02 measures Assumption 3.2 on the heads "
+     "and chapter 04 the support radius along the flow"),
     ("Remark 3.5", "C_m depends on L and on norm bounds only: no separate dependence on d_x or d_v",
      "no experiment yet; chapter 01 measures the growth of the constants, which is what the remark is about"),
     ("Thm 4.1", "inf E_N - inf E <= C / sqrt(N) (14)", ""),
     ("Remark 4.2", "comparison with the classical (square-loss) mean-field rate", ""),
     ("Thm 4.3", "a measure is optimal iff its support minimises Phi over K (16)", ""),
+    ("Definition 5.1", "weak solutions of the continuity equation (20)",
+     "a definition: chapter 02's reference flow solves (20) through its characteristics (21), whose law is a weak "
+     "solution in this sense"),
     ("Thm 5.2", "SGD heads follow the mean-field flow: N^-1/2, eps^1/2 and eps terms", ""),
+    ("Remark 5.3", "the estimate is a propagation-of-chaos statement in Sznitman's spirit, with a nonlinear "
+     "cross-entropy residual in the drift",
+     "qualitative: a comparison with the literature; chapter 07 sets the heads beside a two-layer network, where "
+     "the same coupling is measured"),
     ("Thm 6.1", "energy dissipation dE/dt = -I (38), (39)", ""),
+    ("Remark 6.2", "(38) is the energy dissipation equality of a Wasserstein gradient flow",
+     "qualitative: an interpretation of Theorem 6.1, whose identity (39) chapter 04 measures"),
     ("Thm 6.3", "stationary solutions have grad Phi = 0 on their support", ""),
+    ("Remark 6.4", "stationarity is not optimality",
+     "qualitative here, and shown under Thm 4.3: chapter 03 measures stationary measures whose certificate gap is "
+     "positive"),
+    ("Remark 6.5", "an interior global minimiser that meets the support condition is stationary",
+     "a one-line consequence of Theorem 4.3 with differentiability; chapter 03's optimum inside K is stationary "
+     "to the solver's accuracy, a check of the solver rather than of the remark"),
     ("Thm 6.6 hyp.", "the trajectory is precompact in W1 (the hypothesis of Theorem 6.6)", "no experiment yet"),
     ("Thm 6.6.1", "E(rho_t) converges", ""),
     ("Thm 6.6.2", "I(rho_t) -> 0", ""),
@@ -47,6 +69,9 @@ RESULTS = [
      "its hypothesis concerns the limit set itself, which a finite run cannot see, and the checkable route "
      "through the stationary set is closed: every stationary measure with a nonzero atom lies on a continuous "
      "orbit of the head symmetry (chapters 04 and 05)"),
+    ("Remark 6.8", "Theorem 6.6 is a LaSalle-type invariance result, weaker than convexity-based convergence",
+     "qualitative: a comparison; chapter 04, 'What a finite horizon cannot test', says what of Theorem 6.6 a run "
+     "can measure"),
     ("Remark 6.7", "an inward-pointing field on a sphere confines the flow (precompactness)", ""),
     ("Prop. 6.9", "compactly supported trajectories are precompact", "no experiment yet",
      "the conclusion is Prokhorov's theorem and holds for every family supported in K; only the hypothesis "
@@ -67,14 +92,20 @@ RESULTS = [
     ("Remark 7.3", "relation to contractivity of Wasserstein gradient flows", "no experiment yet"),
     ("Remark 7.4", "Lions-lift interpretation of strong monotonicity", "no experiment yet"),
     ("Thm 7.5", "Dirac stationarity and local stability under (52)", ""),
+    ("Remark 7.6", "Dirac stability is the mean-field analogue of a particle-level Hessian test",
+     "qualitative: a comparison; chapter 05 measures the two Hessians H0 and H_tr that the analogy concerns"),
     ("Remark 7.7", "H0 > 0 is sufficient, not necessary: translations feel H_tr = H0 + E[J'SJ] (59)", ""),
     ("Thm 7.8", "translation instability when H_tr has a negative direction", ""),
+    ("Remark 7.9", "Theorem 7.8 is the mean-field analogue of saddle instability",
+     "qualitative: a comparison; chapter 05 measures the rates of Theorem 7.8 at a saddle"),
     ("(12)", "Phi is the first variation of E", ""),
     ("(13)", "grad Phi, the drift of the flow", ""),
     ("(15)", "the i.i.d. logit error is O(N^-1/2)", ""),
     ("(17)", "the stochastic gradient G_i of one sequence", ""),
     ("(18)", "G_i is unbiased, with variance O(1/S)", ""),
     ("(24)", "test-function discrepancy between SGD and the flow", ""),
+    ("(23)", "the error profile Err_{N,eps,T}(z) of Theorem 5.2",
+     "its terms are Theorem 5.2's: chapter 02's verdicts under Thm 5.2 measure its N^-1/2, eps^1/2 and eps terms"),
     ("(25)", "risk discrepancy between SGD and the flow", ""),
     ("(36)", "the pathwise error e_i of the tagged characteristics", ""),
     ("(39)", "the integrated energy identity", ""),
@@ -87,6 +118,9 @@ RESULTS = [
     ("(50)", "H0, the Hessian of Phi at a Dirac stationary point", ""),
     ("(51)", "Dirac stationarity", ""),
     ("(52)", "H0 positive definite (Theorem 7.5's hypothesis)", ""),
+    ("(53)", "Theorem 7.5's W2 contraction rate under (52)",
+     "no case to test: (52) fails at every Dirac stationary point of this model with full-rank blocks (chapter 05, "
+     "interlacing), so the contraction it would give has nothing to act on"),
     ("(59)", "H_tr, the translation Hessian", ""),
 ]
 
@@ -132,21 +166,25 @@ def collect(root: Path | str | None = None) -> list[dict]:
     >>> records = collect(pathlib.Path(mfattn.__file__).resolve().parents[2])
     >>> all(r["kind"] in KINDS and r["status"] in ("PASS", "FAIL") for r in records)
     True
-    >>> sorted(records[0])
-    ['chapter', 'claim', 'kind', 'measured', 'predicted', 'ref', 'status', 'tolerance']
+    >>> {'chapter', 'claim', 'group', 'kind', 'measured', 'predicted', 'ref', 'status', 'tolerance'} <= set(records[0])
+    True
     """
     if root is None:
         from .cli import repo_root
 
         root = repo_root()
+    from . import replicate as rp
+
     out = []
     for nb_path in sorted(Path(root, "notebooks").glob("*.ipynb")):
-        nb = json.loads(nb_path.read_text())
-        for cell in nb["cells"]:
-            for o in cell.get("outputs", []):
-                rec = o.get("metadata", {}).get("mfattn", {}).get("verdicts")
-                if rec is not None:
-                    out += [dict(r, chapter=nb_path.stem) for r in rec]
+        src = nb_path.with_suffix(".md")
+        reps = rp.load(root).get(nb_path.stem)
+        fresh = reps is not None and src.exists() and reps["key"] == rp.key(src)
+        for i, r in enumerate(rp._records(nb_path)):
+            r = dict(r, chapter=nb_path.stem, group=group(r))
+            if fresh and i < len(reps["verdicts"]):
+                r["replication"] = reps["verdicts"][i]
+            out.append(r)
     for r in out:
         if r["kind"] not in KINDS:
             raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} has kind {r['kind']!r}")
@@ -154,6 +192,52 @@ def collect(root: Path | str | None = None) -> list[dict]:
         if unknown:
             raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} cites {unknown}, not in mfattn.evidence.RESULTS")
     return out
+
+
+def group(record: dict) -> str:
+    """The group a verdict record counts in: ``"evidence"`` (a claim or derived result whose
+    counterfactual its measurement rejects, :attr:`mfattn.book.Verdict.evidence`), ``"hypothesis"``
+    or ``"check"`` (by construction, or no counterfactual that fails).
+
+    Examples
+    --------
+    >>> from mfattn.evidence import group
+    >>> group(dict(kind="claim", evidence=True)), group(dict(kind="claim")), group(dict(kind="hypothesis"))
+    ('evidence', 'check', 'hypothesis')
+    """
+    if record.get("evidence"):
+        return "evidence"
+    return record["kind"] if record["kind"] in ("hypothesis", "external") else "check"
+
+
+def flag(record: dict) -> str:
+    """What a verdict record is worth as evidence, in a few words: ``replicated evidence``, or why
+    it is weaker (a check, no counterfactual, fragile, not replicated).
+
+    Examples
+    --------
+    >>> from mfattn.evidence import flag
+    >>> flag(dict(kind="claim", status="PASS"))
+    'weak: no counterfactual named, counted as a check'
+    >>> flag(dict(kind="claim", status="PASS", evidence=True))
+    'not replicated yet'
+    """
+    from .replicate import replicated, status
+
+    if record["kind"] == "check":
+        return "check (by construction)"
+    if record["kind"] == "external":
+        return "external: agreement with other authors' code"
+    if record["kind"] in EVIDENCE and not record.get("evidence"):
+        cf = record.get("counterfactual")
+        return ("weak: no counterfactual named, counted as a check" if cf is None
+                else "weak: its counterfactual passes too, counted as a check")
+    rep = record.get("replication")
+    if rep is None:
+        return "not replicated yet"
+    if record["kind"] in EVIDENCE:
+        return ("replicated evidence; " if replicated(rep) else "") + status(rep)
+    return status(rep)
 
 
 def table(records: list[dict]) -> list[dict]:
@@ -196,7 +280,7 @@ def table(records: list[dict]) -> list[dict]:
 
 
 def counts(records: list[dict]) -> dict:
-    """``{chapter: Counter((kind, status))}``.
+    """``{chapter: Counter((group, status))}``, the group of :func:`group`.
 
     Parameters
     ----------
@@ -207,7 +291,7 @@ def counts(records: list[dict]) -> dict:
     -------
     dict
         For every chapter, in order of first appearance, a :class:`collections.Counter` of its
-        ``(kind, status)`` pairs.
+        ``(group, status)`` pairs.
 
     Examples
     --------
@@ -215,12 +299,70 @@ def counts(records: list[dict]) -> dict:
     >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
     ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
     >>> counts(rec)
-    {'02-finite-n': Counter({('claim', 'PASS'): 1})}
+    {'02-finite-n': Counter({('check', 'PASS'): 1})}
     """
     out: dict = {}
     for r in records:
-        out.setdefault(r["chapter"], Counter())[(r["kind"], r["status"])] += 1
+        out.setdefault(r["chapter"], Counter())[(group(r), r["status"])] += 1
     return out
+
+
+def replicated_evidence(records: list[dict]) -> list[dict]:
+    """The records that are replicated evidence: claims and derived results whose counterfactual
+    fails and that passed, as evidence, in at least 9 of at least 10 replicates (or use no random draw).
+
+    Examples
+    --------
+    >>> from mfattn.evidence import replicated_evidence
+    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim")
+    >>> len(replicated_evidence([dict(kind="claim", status="PASS", evidence=True, replication=rep),
+    ...                          dict(kind="claim", status="PASS", evidence=True)]))
+    1
+    """
+    from .replicate import replicated
+
+    return [r for r in records if r.get("evidence") and r["status"] == "PASS" and r.get("replication")
+            and replicated(r["replication"])]
+
+
+def headline(records: list[dict]) -> str:
+    """The evidence count that the evidence map and the intro open with: replicated claims that can
+    fail, then what else the committed runs hold.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    str
+        One paragraph of Markdown.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import headline
+    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim")
+    >>> print(headline([dict(kind="claim", status="PASS", evidence=True, replication=rep, chapter="02-x"),
+    ...                 dict(kind="claim", status="PASS", chapter="02-x")]))
+    **1 verdict is replicated evidence**: a claim or derived result that names a counterfactual its
+    measurement rejects, and that passed in at least 9 of at least 10 independent replicates. Beside it
+    the committed runs hold 0 more counted as evidence but fragile or not yet replicated, 0 evidence
+    FAILs, 0 hypotheses, 1 checks and 0 comparisons with other authors' code.
+    """
+    rep = replicated_evidence(records)
+    ev = [r for r in records if group(r) == "evidence"]
+    n_more = sum(r["status"] == "PASS" for r in ev) - len(rep)
+    n_fail = sum(r["status"] == "FAIL" for r in ev)
+    c = Counter(group(r) for r in records)
+    one = len(rep) == 1
+    return (f"**{len(rep)} verdict{'' if one else 's'} {'is' if one else 'are'} replicated evidence**: "
+            f"{'a claim or derived result that names' if one else 'claims and derived results that name'} a "
+            f"counterfactual {'its' if one else 'their'}\nmeasurement rejects, and that passed in at least 9 of at "
+            f"least 10 independent replicates. Beside {'it' if one else 'them'}\nthe committed runs hold {n_more} "
+            f"more counted as evidence but fragile or not yet replicated, {n_fail} evidence\nFAILs, "
+            f"{c['hypothesis']} hypotheses, {c['check']} checks and {c['external']} comparisons with other "
+            f"authors' code.")
 
 
 def _esc(s: str) -> str:
@@ -248,24 +390,26 @@ def markdown(records: list[dict]) -> str:
     ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
     >>> lines = markdown(rec).splitlines()
     >>> print(lines[2])
-    | [02-finite-n](../notebooks/02-finite-n.md) | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL | 0 PASS, 0 FAIL |
+    | [02-finite-n](../notebooks/02-finite-n.md) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
     >>> print(next(line for line in lines if line.startswith("| Thm 4.1 ")))
-    | Thm 4.1 | inf E_N - inf E <= C / sqrt(N) (14) | **PASS** claim: error vs N (02) |
+    | Thm 4.1 | inf E_N - inf E <= C / sqrt(N) (14) | **PASS** claim: error vs N (02; *weak: no counterfactual named, counted as a check*) |
     """
-    lines = ["| chapter | claims and derived | hypotheses | checks |", "|---|---|---|---|"]
+    rep = replicated_evidence(records)
+    lines = ["| chapter | evidence | of it replicated | hypotheses | checks | external |", "|---|---|---|---|---|---|"]
     for ch, c in counts(records).items():
-        def cell(kinds):
-            p = sum(c[(k, "PASS")] for k in kinds)
-            f = sum(c[(k, "FAIL")] for k in kinds)
-            return f"{p} PASS, {f} FAIL"
+        def cell(g):
+            return f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
 
-        lines.append(f"| [{ch}](../notebooks/{ch}.md) | {cell(EVIDENCE)} | {cell(('hypothesis',))} | "
-                     f"{cell(('check',))} |")
-    lines += ["", "| result | what it says | verdicts (kind, status, chapter) |", "|---|---|---|"]
+        n_rep = sum(r["chapter"] == ch for r in rep)
+        replicated_any = any(r["chapter"] == ch and "replication" in r for r in records)
+        lines.append(f"| [{ch}](../notebooks/{ch}.md) | {cell('evidence')} | "
+                     f"{n_rep if replicated_any else 'not replicated yet'} | {cell('hypothesis')} | {cell('check')} | "
+                     f"{cell('external')} |")
+    lines += ["", "| result | what it says | verdicts (kind, status, chapter; what it is worth) |", "|---|---|---|"]
     for row in table(records):
         if row["verdicts"]:
-            v = "<br>".join(f"**{r['status']}** {r['kind']}: {_esc(r['claim'])} ({r['chapter'][:2]})"
-                            for r in row["verdicts"])
+            v = "<br>".join(f"**{r['status']}** {r['kind']}: {_esc(r['claim'])} ({r['chapter'][:2]}; "
+                            f"*{_esc(flag(r))}*)" for r in row["verdicts"])
             if row["note"]:
                 v += f"<br>*note*: {_esc(row['note'])}"
         else:

@@ -1,0 +1,216 @@
+"""Replication records and counterfactuals (the evidence issue): what the book may call evidence.
+
+* Every committed verdict that stores its decision is decided again from the stored numbers by
+  the one decision rule (mfattn.book.decide): its committed status must come out, and a claim or
+  derived result counted as evidence must have a counterfactual that the same numbers reject.
+* A replication record is keyed by the chapter's code and its committed verdicts: a record whose
+  key no longer matches is stale and fails here, so the book never shows an older chapter's rates.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from mfattn import replicate as rp
+from mfattn.book import EVIDENCE, check_at_most, check_close, check_fit, check_fit_at_most, check_within, decide
+from mfattn.evidence import collect, flag
+from mfattn.fitting import LogLogFit
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = collect(ROOT)
+
+
+
+@pytest.mark.parametrize("r", [r for r in RECORDS if "decision" in r],
+                         ids=lambda r: f"{r['chapter'][:2]}-{r['claim'][:40]}")
+def test_a_counted_verdicts_counterfactual_fails_on_the_committed_numbers(r):
+    cf = r["counterfactual"]
+    # the stored numbers reproduce the committed decision
+    assert decide(r["decision"], r["decision"]["prediction"]) == (r["status"] == "PASS")
+    if cf is not None:
+        # a wrong prediction on the measured numbers, or the prediction on the perturbed measurement
+        cf_passed = decide(cf.get("decision", r["decision"]), cf["prediction"])
+        assert cf["status"] == ("PASS" if cf_passed else "FAIL")
+    if r.get("evidence"):
+        assert r["kind"] in EVIDENCE and cf is not None
+        # evidence: the measurement does not accept both the theory and its counterfactual
+        assert not (r["status"] == "PASS" and cf_passed), r["claim"]
+    else:
+        assert r["kind"] not in EVIDENCE or cf is None or (r["status"] == "PASS" and cf["status"] == "PASS")
+
+
+@pytest.mark.parametrize("make", [
+    lambda cf: check_close("c", 1.0, 1.0, 0.1, kind="claim", counterfactual=cf),
+    lambda cf: check_at_most("a", 1.0, 1.2, 0.0, kind="claim", counterfactual=cf),
+    lambda cf: check_within("w", 1.0, 0.5, 1.5, interval=(0.8, 1.2), kind="claim", counterfactual=cf),
+    lambda cf: check_fit("f", LogLogFit(-0.5, 0.0, -0.6, -0.4, 0.95, 8), -0.5, kind="claim", counterfactual=cf),
+    lambda cf: check_fit_at_most("m", LogLogFit(-0.5, 0.0, -0.6, -0.4, 0.95, 8), -0.5, kind="claim",
+                                 counterfactual=cf)], ids=["close", "at_most", "within", "fit", "fit_at_most"])
+def test_the_stored_decision_reproduces_every_rule(make):
+    # the same verdict with a counterfactual its numbers reject, and one they accept
+    wrong = {"close": 2.0, "at_most": 0.5, "within": (1.1, 2.0), "fit": -0.25, "fit_at_most": -0.7}
+    right = {"close": 1.05, "at_most": 1.5, "within": (0.0, 2.0), "fit": -0.45, "fit_at_most": -0.3}
+    name = make(None).claim
+    rule = {"c": "close", "a": "at_most", "w": "within", "f": "fit", "m": "fit_at_most"}[name]
+    v = make((wrong[rule], "wrong"))
+    assert v.passed and v.counterfactual.status == "FAIL" and v.evidence and v.counted_as == "evidence"
+    rec = json.loads(json.dumps(v.record()))  # as the notebook stores it
+    assert decide(rec["decision"], rec["decision"]["prediction"]) is True
+    assert decide(rec["decision"], rec["counterfactual"]["prediction"]) is False
+    u = make((right[rule], "indistinguishable"))
+    assert u.passed and u.counterfactual.passed and not u.evidence and u.counted_as == "check"
+    assert not make(None).evidence
+
+
+def test_a_perturbed_measurement_is_decided_by_the_verdicts_own_prediction():
+    from mfattn.book import perturbed
+
+    fit = LogLogFit(-0.5, 0.0, -0.6, -0.4, 0.95, 8)
+    v = check_fit("f", fit, -0.5, kind="claim",
+                  counterfactual=perturbed(LogLogFit(0.0, 0.0, -0.1, 0.1, 0.95, 8), "no noise"))
+    rec = json.loads(json.dumps(v.record()))
+    cf = rec["counterfactual"]
+    assert v.evidence and cf["status"] == "FAIL" and cf["prediction"] == -0.5
+    assert decide(cf["decision"], cf["prediction"]) is False and cf["decision"]["lo"] == -0.1
+    same = check_fit("f", fit, -0.5, kind="claim", counterfactual=perturbed(fit, "nothing changed"))
+    assert same.counterfactual.passed and not same.evidence
+
+
+def test_a_failed_claim_stays_evidence_when_its_counterfactual_passes():
+    # the data favour the wrong theory: a FAIL that counts
+    v = check_fit("f", LogLogFit(-0.25, 0.0, -0.3, -0.2, 0.95, 8), -0.5, kind="claim", counterfactual=(-0.25, "x"))
+    assert not v.passed and v.counterfactual.passed and v.evidence
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / rp.FOLDER).glob("*.json")), ids=lambda p: p.stem)
+def test_a_replication_record_is_of_the_committed_chapter(path):
+    record = json.loads(path.read_text())
+    src = ROOT / "notebooks" / f"{path.stem}.md"
+    assert record["key"] == rp.key(src), (
+        f"{path.stem} changed since its replication: python -m mfattn replicate {path.stem[:2]}")
+    committed = rp._records(src.with_suffix(".ipynb"))
+    assert [e["claim"] for e in record["verdicts"]] == [r["claim"] for r in committed]
+    for e in record["verdicts"]:
+        assert 0 <= e["evidence"] <= e["passed"] <= e["n"] <= len(record["seeds"])
+
+
+def test_the_key_changes_with_the_source_and_with_a_committed_verdict(tmp_path):
+    nb = json.loads((ROOT / "notebooks" / "07-two-layer-baseline.ipynb").read_text())
+    md = (ROOT / "notebooks" / "07-two-layer-baseline.md").read_text()
+    (tmp_path / "c.md").write_text(md)
+    (tmp_path / "c.ipynb").write_text(json.dumps(nb))
+    k0 = rp.key(tmp_path / "c.md")
+    (tmp_path / "c.md").write_text(md + "\nA corrected sentence of prose.\n")
+    assert rp.key(tmp_path / "c.md") == k0  # prose decides no number
+    (tmp_path / "c.md").write_text(md.replace("n_scores = len(Ns)", "n_scores = len(Ns) + 0"))
+    assert rp.key(tmp_path / "c.md")["source"] != k0["source"]
+    (tmp_path / "c.md").write_text(md)
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            recs = o.get("metadata", {}).get("mfattn", {}).get("verdicts")
+            if recs:
+                recs[0]["measured"] = "9.99e+99"
+    (tmp_path / "c.ipynb").write_text(json.dumps(nb))
+    k1 = rp.key(tmp_path / "c.md")
+    assert k1["source"] == k0["source"] and k1["verdicts"] != k0["verdicts"]
+
+
+def _rec(claim, value, status, evidence=True):
+    return dict(claim=claim, kind="claim", ref=["Thm 4.1"], measured=f"{value:.2e}", value=value,
+                predicted="-0.500", tolerance="", status=status, evidence=evidence)
+
+
+def test_aggregate_counts_spreads_and_detects_draw_free_verdicts(tmp_path):
+    committed = [_rec("slope at N = 128", -0.5, "PASS"), _rec("identity", 1.0, "PASS")]
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"metadata": {"mfattn": {"verdicts": committed}}}]}]}
+    (tmp_path / "c.ipynb").write_text(json.dumps(nb))
+    (tmp_path / "c.md").write_text("x")
+    vals = [-0.5 + 0.01 * k for k in range(10)]
+    runs = {s: [_rec("slope at N = 256", vals[s - 1], "PASS" if s <= 8 else "FAIL", s <= 7),
+                _rec("identity", 1.0, "PASS")] for s in range(1, 11)}
+    runs[10][1] = _rec("another claim", 1.0, "PASS")  # not the same verdict: not counted
+    rec = rp.aggregate(tmp_path / "c.md", runs, 12.0)
+    slope, ident = rec["verdicts"]
+    assert (slope["n"], slope["passed"], slope["evidence"]) == (10, 8, 7)
+    assert slope["values"] == vals and slope["q50"] == vals[5] and slope["q05"] == vals[0] and slope["q95"] == vals[9]
+    assert not slope["by_construction"] and not rp.replicated(slope)
+    assert "fragile" in rp.status(slope)
+    assert ident["n"] == 9 and ident["by_construction"] and rp.replicated(ident)
+    assert rp.status(ident).startswith("replicated by construction")
+
+
+def test_flag_names_what_a_record_is_worth():
+    rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim", q05=-0.6, q50=-0.5, q95=-0.4)
+    assert flag(dict(kind="claim", status="PASS", evidence=True, replication=rep)).startswith("replicated evidence")
+    assert flag(dict(kind="claim", status="PASS", evidence=True, replication=dict(rep, evidence=8))).startswith(
+        "fragile")
+    assert flag(dict(kind="check", status="PASS")) == "check (by construction)"
+    assert "counterfactual passes too" in flag(dict(kind="claim", status="PASS", counterfactual={"status": "PASS"}))
+    assert math.isfinite(rep["q50"])
+
+
+TOY = '''---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A small chapter for the replication's test
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+profile = "ci"          # "ci" only
+seed = 0                # seeds every random draw
+cache_dir = None        # folder keeping finished work
+```
+
+```{code-cell} ipython3
+import torch
+from mfattn.book import check_close, report, resolve_profile
+
+PROFILES = {"ci": dict(n=400)}
+cfg = resolve_profile(PROFILES, profile)
+with open("runs.log", "a") as f:
+    f.write(f"{seed}\\n")
+x = torch.randn(cfg.n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+report([check_close("mean of the draw is 0", float(x.mean()), 0.0, 4 / cfg.n ** 0.5, "4 standard errors",
+                    kind="claim", ref="(15)", counterfactual=(1.0, "a mean of 1")),
+        check_close("a sum without a draw", float(sum(range(10))), 45.0, 0.0, kind="check")])
+```
+'''
+
+
+def test_replicate_runs_other_seeds_resumes_and_records_rates(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "checkout"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: notebooks/01-toy\n")
+    (root / "notebooks" / "01-toy.md").write_text(TOY)
+    env = dict(os.environ, TQDM_DISABLE="1")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "mfattn", *a], cwd=root, capture_output=True,  # noqa: E731
+                                    text=True, timeout=600, env=env)
+    assert run("run", "01", "--inplace", "--quiet").returncode == 0
+    r = run("replicate", "01", "--seeds", "3", "--jobs", "2")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((root / rp.FOLDER / "01-toy.json").read_text())
+    assert rec["seeds"] == [1, 2, 3] and rec["key"] == rp.key(root / "notebooks" / "01-toy.md")
+    mean, plain = rec["verdicts"]
+    assert mean["n"] == 3 and len(set(mean["values"])) == 3 and not mean["by_construction"]
+    assert mean["passed"] == mean["evidence"] == 3  # 4 standard errors: every seed passes, and rejects a mean of 1
+    assert plain["by_construction"] and plain["values"] == [45.0] * 3
+    log = lambda: sorted(int(x) for x in (root / "notebooks" / "runs.log").read_text().split())  # noqa: E731
+    assert log() == [0, 1, 2, 3]
+    # a second call resumes: no seed runs again
+    assert run("replicate", "01", "--seeds", "3").returncode == 0
+    assert log() == [0, 1, 2, 3]
