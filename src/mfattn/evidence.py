@@ -197,7 +197,18 @@ def collect(root: Path | str | None = None) -> list[dict]:
 def group(record: dict) -> str:
     """The group a verdict record counts in: ``"evidence"`` (a claim or derived result whose
     counterfactual its measurement rejects, :attr:`mfattn.book.Verdict.evidence`), ``"hypothesis"``
-    or ``"check"`` (by construction, or no counterfactual that fails).
+    or ``"check"`` (by construction, or no counterfactual that fails); ``"external"`` for agreement
+    with other authors' code.
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record (:meth:`mfattn.book.Verdict.record`).
+
+    Returns
+    -------
+    str
+        The group.
 
     Examples
     --------
@@ -213,6 +224,16 @@ def group(record: dict) -> str:
 def flag(record: dict) -> str:
     """What a verdict record is worth as evidence, in a few words: ``replicated evidence``, or why
     it is weaker (a check, no counterfactual, fragile, not replicated).
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record as :func:`collect` returns it (with its ``replication`` where there is one).
+
+    Returns
+    -------
+    str
+        A few words, with the replication's rate and spread (:func:`mfattn.replicate.status`).
 
     Examples
     --------
@@ -310,6 +331,16 @@ def counts(records: list[dict]) -> dict:
 def replicated_evidence(records: list[dict]) -> list[dict]:
     """The records that are replicated evidence: claims and derived results whose counterfactual
     fails and that passed, as evidence, in at least 9 of at least 10 replicates (or use no random draw).
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    list of dict
+        Those that are replicated evidence.
 
     Examples
     --------

@@ -143,36 +143,55 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
     src : pathlib.Path
         The chapter's ``.md`` (its committed ``.ipynb`` beside it).
     runs : dict
-        ``{seed: list of verdict records}`` of the replicates.
+        ``{seed: list of verdict records}`` of the replicates; a seed under which the chapter itself
+        failed maps to the error's text, and counts for every verdict as a replicate that did not
+        pass.
     seconds : float
         The replication's wall time, recorded.
 
     Returns
     -------
     dict
-        ``chapter``, ``key`` (:func:`key`), ``seeds``, ``seconds`` and ``verdicts``: one entry per
-        committed verdict with ``claim``, ``kind``, ``ref``, ``n`` (replicates that produced it),
+        ``chapter``, ``key`` (:func:`key`), ``seeds``, ``seconds``, ``failed_seeds`` (seed: error)
+        and ``verdicts``: one entry per committed verdict with ``claim``, ``kind``, ``ref``, ``n``
+        (replicates that produced it, or in which the chapter failed),
         ``passed``, ``evidence`` (passed with its counterfactual failing), ``values`` (measured, one
         per replicate, in seed order), ``q05``, ``q50``, ``q95`` and ``by_construction`` (the same
         value in every replicate and in the committed run: no random draw).
+
+    Examples
+    --------
+    >>> import json, pathlib, tempfile
+    >>> from mfattn.replicate import aggregate
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> rec = lambda v, s: dict(claim="slope", kind="claim", ref=["(15)"], measured=f"{v:.2e}", value=v,
+    ...                         predicted="-0.500", tolerance="", status=s, evidence=True)
+    >>> nb = {"cells": [{"outputs": [{"metadata": {"mfattn": {"verdicts": [rec(-0.5, "PASS")]}}}]}]}
+    >>> _ = (d / "c.ipynb").write_text(json.dumps(nb)); _ = (d / "c.md").write_text("x")
+    >>> r = aggregate(d / "c.md", {1: [rec(-0.48, "PASS")], 2: [rec(-0.1, "FAIL")], 3: "ValueError"}, 9.0)
+    >>> e = r["verdicts"][0]
+    >>> e["n"], e["passed"], e["evidence"], e["values"], r["failed_seeds"]
+    (3, 1, 1, [-0.48, -0.1], {'3': 'ValueError'})
     """
     committed = _records(Path(src).with_suffix(".ipynb"))
+    failed = {s: runs[s] for s in sorted(runs) if isinstance(runs[s], str)}
     out = []
     for i, c in enumerate(committed):
-        got = [runs[s][i] for s in sorted(runs)
-               if i < len(runs[s]) and _strip_numbers(runs[s][i]["claim"]) == _strip_numbers(c["claim"])]
+        got = [runs[s][i] for s in sorted(runs) if s not in failed
+               and i < len(runs[s]) and _strip_numbers(runs[s][i]["claim"]) == _strip_numbers(c["claim"])]
         vals = [_float(r.get("value", r["measured"])) for r in got]
         finite = sorted(v for v in vals if math.isfinite(v))
         q = lambda p: finite[min(len(finite) - 1, int(p * len(finite)))] if finite else math.nan  # noqa: E731
         cval = _float(c.get("value", c["measured"]))
         out.append(dict(
-            claim=c["claim"], kind=c["kind"], ref=c["ref"], n=len(got),
+            claim=c["claim"], kind=c["kind"], ref=c["ref"], n=len(got) + len(failed),
             passed=sum(r["status"] == "PASS" for r in got),
             evidence=sum(r["status"] == "PASS" and bool(r.get("evidence")) for r in got),
             values=[v if math.isfinite(v) else str(v) for v in vals],
             q05=q(0.05), q50=q(0.5), q95=q(0.95),
             by_construction=bool(got) and all(v == cval for v in vals) and math.isfinite(cval)))
-    return dict(chapter=Path(src).stem, key=key(src), seeds=sorted(runs), seconds=round(seconds, 1), verdicts=out)
+    return dict(chapter=Path(src).stem, key=key(src), seeds=sorted(runs), seconds=round(seconds, 1),
+                failed_seeds={str(s): e for s, e in failed.items()}, verdicts=out)
 
 
 def status(entry: dict) -> str:
@@ -213,6 +232,16 @@ def replicated(entry: dict) -> bool:
     """Whether a verdict replicated: no random draw, or PASS in at least :data:`MIN_RATE` of at least
     :data:`MIN_REPLICATES` replicates (as evidence, for a claim or derived result).
 
+    Parameters
+    ----------
+    entry : dict
+        One entry of a record's ``verdicts`` (:func:`aggregate`).
+
+    Returns
+    -------
+    bool
+        Whether it replicated.
+
     Examples
     --------
     >>> from mfattn.replicate import replicated
@@ -228,7 +257,25 @@ def replicated(entry: dict) -> bool:
 
 
 def load(root: Path) -> dict:
-    """``{chapter stem: replication record}`` of the records under ``root/replications``."""
+    """``{chapter stem: replication record}`` of the records under ``root/replications``.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+
+    Returns
+    -------
+    dict
+        The records, by chapter.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from mfattn.replicate import load
+    >>> load(pathlib.Path(tempfile.mkdtemp()))
+    {}
+    """
     return {p.stem: json.loads(p.read_text()) for p in sorted(Path(root, FOLDER).glob("*.json"))}
 
 
@@ -238,15 +285,26 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
     out = root / "runs" / src.stem / "replicate" / f"seed-{seed}"
     nb = out / f"{src.stem}.ipynb"
     done = out / "done.json"
-    if done.exists() and nb.exists():
-        return seed, _records(nb), json.loads(done.read_text())["seconds"]
+    if done.exists():
+        d = json.loads(done.read_text())
+        if "error" in d:
+            return seed, d["error"], d["seconds"]
+        if nb.exists():
+            return seed, _records(nb), d["seconds"]
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "mfattn", "run", src.stem, "-p", "seed", str(seed), "--out", str(out), "--quiet"]
     r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    if r.returncode not in (0,) or not nb.exists():
-        raise SystemExit(f"mfattn replicate: seed {seed} failed (exit {r.returncode}): "
-                         f"{(r.stderr.strip().splitlines() or ['no output'])[-1]}")
     secs = time.perf_counter() - t0
+    if r.returncode != 0 or not nb.exists():
+        # the chapter itself failed under this seed: a replicate in which no verdict passed, kept as
+        # such (with the error) rather than dropped, since it is what a user running that seed meets
+        error = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        if r.returncode == 130:  # interrupted: nothing to record, a rerun resumes
+            raise SystemExit(f"mfattn replicate: interrupted at seed {seed}")
+        done.write_text(json.dumps({"seconds": round(secs, 1), "error": error}))
+        if not quiet:
+            print(f"mfattn replicate: {src.stem} seed {seed} FAILED in {secs:.0f} s: {error}", file=sys.stderr)
+        return seed, error, secs
     done.write_text(json.dumps({"seconds": round(secs, 1)}))
     if not quiet:
         print(f"mfattn replicate: {src.stem} seed {seed} done in {secs:.0f} s", file=sys.stderr)
@@ -274,6 +332,11 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
     -------
     pathlib.Path
         ``replications/CHAPTER.json``.
+
+    Examples
+    --------
+    >>> from mfattn.replicate import replicate  # doctest: +SKIP
+    >>> replicate(root, root / "notebooks" / "07-two-layer-baseline.md", 10, jobs=2)  # doctest: +SKIP
     """
     from .chapters import parameter_rows
 
@@ -289,7 +352,7 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
     runs, secs = {}, 0.0
     with ThreadPoolExecutor(max_workers=jobs) as ex:
         for seed, recs, s in ex.map(lambda s: _run_one(root, src, s, quiet), todo):
-            runs[seed], secs = recs, secs + s
+            runs[seed], secs = recs, secs + s  # recs: the records, or the error of a failed run
     record = aggregate(src, runs, secs)
     record["wall_seconds"] = round(time.perf_counter() - t0, 1)
     path = Path(root, FOLDER, f"{src.stem}.json")
