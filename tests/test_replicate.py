@@ -136,13 +136,14 @@ def test_aggregate_counts_spreads_and_detects_draw_free_verdicts(tmp_path):
     assert (slope["n"], slope["passed"], slope["evidence"]) == (10, 8, 7)
     assert slope["values"] == vals and slope["q50"] == vals[5] and slope["q05"] == vals[0] and slope["q95"] == vals[9]
     assert not slope["by_construction"] and not rp.replicated(slope)
-    assert "fragile" in rp.status(slope)
+    assert "fragile" in rp.status(slope) and slope["committed"] == "PASS"
     assert ident["n"] == 9 and ident["by_construction"] and rp.replicated(ident)
-    assert rp.status(ident).startswith("replicated by construction")
+    assert rp.status(ident).startswith("the same value in every replicate")
 
 
 def test_flag_names_what_a_record_is_worth():
-    rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim", q05=-0.6, q50=-0.5, q95=-0.4)
+    rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim", q05=-0.6, q50=-0.5, q95=-0.4,
+               committed="PASS")
     assert flag(dict(kind="claim", status="PASS", evidence=True, replication=rep)).startswith("replicated evidence")
     assert flag(dict(kind="claim", status="PASS", evidence=True, replication=dict(rep, evidence=8))).startswith(
         "fragile")

@@ -9,8 +9,8 @@ which it passed, in which it counted as evidence (its counterfactual failed besi
 
 Every draw of a chapter comes from its ``seed`` parameter, so another seed is another, independent
 set of draws: the task's data, the initial heads, the minibatches. A verdict whose measured value
-is the same, to the bit, in every replicate and in the committed run uses no random draw; the record
-says it is replicated by construction.
+is the same, to the bit, in every replicate and in the committed run does not depend on the draw
+(an integer dimension, a closed form); the record says so, and it replicates by construction.
 
 The record is keyed (:func:`key`) by the hash of the chapter's code (its code cells, which decide
 every number; its prose does not) and of the printed fields of its committed verdict records:
@@ -40,6 +40,7 @@ FOLDER = "replications"
 #: A verdict counts as replicated evidence when it passed, as evidence, in at least MIN_RATE of at
 #: least MIN_REPLICATES replicates (9 of 10).
 MIN_REPLICATES = 10
+#: The share of the replicates in which a verdict must come out as committed (see MIN_REPLICATES).
 MIN_RATE = 0.9
 #: The printed fields of a verdict record that the key hashes (the raw numbers beside them change
 #: with the CPU's rounding; these are what nbval compares).
@@ -153,7 +154,8 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
     -------
     dict
         ``chapter``, ``key`` (:func:`key`), ``seeds``, ``seconds``, ``failed_seeds`` (seed: error)
-        and ``verdicts``: one entry per committed verdict with ``claim``, ``kind``, ``ref``, ``n``
+        and ``verdicts``: one entry per committed verdict with ``claim``, ``kind``, ``ref``,
+        ``committed`` (its committed status), ``n``
         (replicates that produced it, or in which the chapter failed),
         ``passed``, ``evidence`` (passed with its counterfactual failing), ``values`` (measured, one
         per replicate, in seed order), ``q05``, ``q50``, ``q95`` and ``by_construction`` (the same
@@ -184,7 +186,7 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
         q = lambda p: finite[min(len(finite) - 1, int(p * len(finite)))] if finite else math.nan  # noqa: E731
         cval = _float(c.get("value", c["measured"]))
         out.append(dict(
-            claim=c["claim"], kind=c["kind"], ref=c["ref"], n=len(got) + len(failed),
+            claim=c["claim"], kind=c["kind"], ref=c["ref"], committed=c["status"], n=len(got) + len(failed),
             passed=sum(r["status"] == "PASS" for r in got),
             evidence=sum(r["status"] == "PASS" and bool(r.get("evidence")) for r in got),
             values=[v if math.isfinite(v) else str(v) for v in vals],
@@ -205,32 +207,39 @@ def status(entry: dict) -> str:
     Returns
     -------
     str
-        ``"replicated by construction (no random draw)"``, or ``"PASS in P of N replicates"`` with
-        the 90 % range of the measured value, marked ``fragile`` when below
-        :data:`MIN_RATE` of :data:`MIN_REPLICATES`.
+        ``"the same value in every replicate"`` for a verdict that does not depend on the draw, or
+        the committed status's rate (``"PASS in P of N replicates"``, and for a claim or derived
+        result how often its counterfactual was rejected beside it) with the 90 % range of the
+        measured value; marked ``fragile`` when it did not replicate (:func:`replicated`).
 
     Examples
     --------
     >>> from mfattn.replicate import status
     >>> e = dict(n=10, passed=10, evidence=10, q05=-0.58, q50=-0.5, q95=-0.43, by_construction=False,
-    ...          kind="claim")
+    ...          kind="claim", committed="PASS")
     >>> status(e)
-    'PASS in 10 of 10 replicates; measured -0.5, 90 % in [-0.58, -0.43]'
-    >>> status(dict(e, passed=6, evidence=6))
-    'fragile: PASS in 6 of 10 replicates; measured -0.5, 90 % in [-0.58, -0.43]'
+    'PASS in 10 of 10 replicates, counterfactual rejected in 10; measured -0.5, 90 % in [-0.58, -0.43]'
+    >>> status(dict(e, evidence=6))
+    'fragile: PASS in 10 of 10 replicates, counterfactual rejected in 6; measured -0.5, 90 % in [-0.58, -0.43]'
+    >>> status(dict(e, kind="hypothesis", committed="FAIL", passed=0))
+    'FAIL in 10 of 10 replicates; measured -0.5, 90 % in [-0.58, -0.43]'
     """
     if entry["by_construction"]:
-        return "replicated by construction (no random draw)"
+        return "the same value in every replicate: it does not depend on the draw"
     n, p = entry["n"], entry["passed"]
-    spread = (f"; measured {entry['q50']:.3g}, 90 % in [{entry['q05']:.3g}, {entry['q95']:.3g}]"
-              if math.isfinite(entry["q50"]) else "")
-    text = f"PASS in {p} of {n} replicates{spread}"
+    same = p if entry.get("committed", "PASS") == "PASS" else n - p
+    text = f"{entry.get('committed', 'PASS')} in {same} of {n} replicates"
+    if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
+        text += f", counterfactual rejected in {entry['evidence']}"
+    if math.isfinite(entry["q50"]):
+        text += f"; measured {entry['q50']:.3g}, 90 % in [{entry['q05']:.3g}, {entry['q95']:.3g}]"
     return text if replicated(entry) else f"fragile: {text}"
 
 
 def replicated(entry: dict) -> bool:
-    """Whether a verdict replicated: no random draw, or PASS in at least :data:`MIN_RATE` of at least
-    :data:`MIN_REPLICATES` replicates (as evidence, for a claim or derived result).
+    """Whether a verdict replicated: the same value in every replicate, or its committed outcome in
+    at least :data:`MIN_RATE` of at least :data:`MIN_REPLICATES` replicates; for a claim or derived
+    result that passed, as evidence (passed with its counterfactual rejected).
 
     Parameters
     ----------
@@ -245,15 +254,21 @@ def replicated(entry: dict) -> bool:
     Examples
     --------
     >>> from mfattn.replicate import replicated
-    >>> replicated(dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim"))
+    >>> replicated(dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="PASS"))
     True
-    >>> replicated(dict(n=10, passed=9, evidence=8, by_construction=False, kind="claim"))
+    >>> replicated(dict(n=10, passed=9, evidence=8, by_construction=False, kind="claim", committed="PASS"))
     False
+    >>> replicated(dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL"))
+    True
     """
     if entry["by_construction"]:
         return True
-    ok = entry["evidence"] if entry["kind"] in ("claim", "derived") else entry["passed"]
-    return entry["n"] >= MIN_REPLICATES and ok >= MIN_RATE * entry["n"]
+    n, p = entry["n"], entry["passed"]
+    if entry.get("committed", "PASS") == "FAIL":
+        same = n - p
+    else:
+        same = entry["evidence"] if entry["kind"] in ("claim", "derived") else p
+    return n >= MIN_REPLICATES and same >= MIN_RATE * n
 
 
 def load(root: Path) -> dict:
@@ -348,13 +363,11 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
     todo = seeds(committed, k)
     if not isinstance(jobs, int) or jobs < 1:
         raise SystemExit(f"mfattn replicate: --jobs must be a positive integer, got {jobs!r}")
-    t0 = time.perf_counter()
     runs, secs = {}, 0.0
     with ThreadPoolExecutor(max_workers=jobs) as ex:
         for seed, recs, s in ex.map(lambda s: _run_one(root, src, s, quiet), todo):
             runs[seed], secs = recs, secs + s  # recs: the records, or the error of a failed run
-    record = aggregate(src, runs, secs)
-    record["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed (resumed ones as recorded)
     path = Path(root, FOLDER, f"{src.stem}.json")
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
