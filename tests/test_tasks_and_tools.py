@@ -124,14 +124,18 @@ def test_profiles_and_verdicts(capsys):
         check_close("a", 1.0, 1.0, 0.1, kind="proof")
     with pytest.raises(ValueError, match="^ref"):
         check_close("a", 1.0, 1.0, 0.1, kind="claim", ref=("",))
-    vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", ref="Thm 4.1"), check_close("b", 2.0, 1.0, 0.1, kind="derived"),
+    vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", ref="Thm 4.1", counterfactual=(2.0, "twice")),
+          check_close("b", 2.0, 1.0, 0.1, kind="derived", counterfactual=(3.0, "thrice")),
           check_close("c", 2.0, 1.0, 0.1, kind="hypothesis"), check_close("d", 1.0, 1.0, 0.1, kind="check")]
     assert vs[0].ref == ("Thm 4.1",) and vs[0].record()["status"] == "PASS"
     assert report(vs) is None and not all_passed(vs) and all_passed(vs[:1])
     out = capsys.readouterr().out
     assert "[PASS] (claim; Thm 4.1) a" in out and "[FAIL] (derived) b" in out
-    assert ("Evidence (claims and derived results): 1 PASS, 1 FAIL. Hypotheses (PASS: it holds): 0 PASS, 1 FAIL. "
-            "Checks (hold by construction): 1 PASS, 0 FAIL.") in out
+    assert ("Evidence (claims and derived results whose counterfactual fails): 1 PASS, 1 FAIL. Hypotheses "
+            "(PASS: it holds): 0 PASS, 1 FAIL. Checks (by construction, or no counterfactual fails): 1 PASS, 0 FAIL.") in out
+    # without a counterfactual a claim is counted as a check, and says why
+    lone = check_close("e", 1.0, 1.0, 0.1, kind="claim")
+    assert "counted as a check: no counterfactual named" in lone.line() and lone.counted_as == "check"
 
 
 def test_verdict_table_and_config_table():
@@ -141,7 +145,8 @@ def test_verdict_table_and_config_table():
     from html.parser import HTMLParser
 
     k = dict(kind="claim")
-    vs = [check_close("x < y & z", 1.0, 1.0, 0.1, ref="Thm 4.1", **k), check_close("b", 2.0, 1.0, 0.1, **k)]
+    vs = [check_close("x < y & z", 1.0, 1.0, 0.1, ref="Thm 4.1", counterfactual=(2.0, "twice"), **k),
+          check_close("b", 2.0, 1.0, 0.1, counterfactual=(3.0, "thrice"), **k)]
     page = verdict_table_html(vs)
 
     class Rows(HTMLParser):
