@@ -33,7 +33,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-__all__ = ["FOLDER", "MIN_REPLICATES", "MIN_RATE", "key", "seeds", "replicate", "aggregate", "load", "status"]
+__all__ = ["FOLDER", "MIN_REPLICATES", "MIN_RATE", "key", "seeds", "replicate", "aggregate", "load", "status",
+           "replicated"]
 
 #: The folder of the replication records in the checkout.
 FOLDER = "replications"
