@@ -33,6 +33,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .runner import _verdicts as _records  # the verdict records an executed notebook stores (book.report)
+
 __all__ = ["FOLDER", "MIN_REPLICATES", "MIN_RATE", "key", "seeds", "replicate", "aggregate", "load", "status",
            "replicated"]
 
@@ -46,18 +48,6 @@ MIN_RATE = 0.9
 #: The printed fields of a verdict record that the key hashes (the raw numbers beside them change
 #: with the CPU's rounding; these are what nbval compares).
 PRINTED = ("kind", "ref", "claim", "measured", "predicted", "tolerance", "status")
-
-
-def _records(notebook: Path) -> list[dict]:
-    """The verdict records a chapter's executed notebook stores (:func:`mfattn.book.report`)."""
-    nb = json.loads(Path(notebook).read_text())
-    out = []
-    for cell in nb["cells"]:
-        for o in cell.get("outputs", []):
-            rec = o.get("metadata", {}).get("mfattn", {}).get("verdicts")
-            if rec is not None:
-                out += rec
-    return out
 
 
 def key(src: Path) -> dict:
