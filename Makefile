@@ -30,7 +30,7 @@ ALT_PATH := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_
 
 .PHONY: help venv test unit nbval nbval-alt book check-html execute clean
 help:
-	@echo "make book     build the book (executes every chapter, ci profile) into _build/html"
+	@echo "make book     build the book into _build/html from the committed chapters (executes none)"
 	@echo "make test     unit and oracle tests, the docstrings' examples (doctests), chapter sync check,"
 	@echo "              nbval over the committed notebooks"
 	@echo "              on this CPU's kernels, then nbval again on another kernel path (make nbval-alt)"

@@ -6,11 +6,20 @@
   text).
 * sphinx-thebe 0.3.1 adds its configuration script twice under Sphinx 7; the second copy
   redeclares a ``const`` and throws in every page's console. Drop exact duplicates of page scripts.
+* Pages built from the committed chapters, with nothing executed: the intro's evidence count, the
+  status page (``MFATTN_STATUS``, :func:`mfattn.evidence.status_markdown`), the evidence page's
+  download ``claims.json`` (written to ``book/_generated/`` before any page is read), and on every
+  chapter, after its opening cell, its verdicts at a glance and its downloads (the executed notebook
+  and its MyST source). These pages are re-read at every build, since they depend on files that
+  Sphinx does not track.
 """
 
 from __future__ import annotations
 
+import json
 import unicodedata
+from collections import Counter
+from pathlib import Path
 
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.plain import Style as PlainStyle
@@ -79,7 +88,79 @@ def _evidence_headline(app, docname, source):
     source[0] = source[0].replace("MFATTN_EVIDENCE_HEADLINE", headline(collect(app.srcdir)))
 
 
+def _status(app, docname, source):
+    if "MFATTN_STATUS" not in source[0]:
+        return
+    from mfattn.evidence import status_markdown
+
+    source[0] = source[0].replace("MFATTN_STATUS", status_markdown(app.srcdir))
+
+
+def _claims(app):
+    from mfattn.evidence import claims_json
+
+    out = Path(app.srcdir, "book", "_generated")
+    out.mkdir(exist_ok=True)
+    (out / "claims.json").write_text(claims_json(app.srcdir) + "\n")
+
+
+_GROUPS = [("evidence", "evidence"), ("hypothesis", "hypotheses"), ("check", "checks"), ("external", "external")]
+
+
+def glance(chapter: str, records: list[dict]) -> str:
+    """The box a chapter page opens with: its verdicts counted by group and status (replicated
+    evidence apart), and its downloads."""
+    from mfattn.evidence import replicated_evidence
+
+    mine = [r for r in records if r["chapter"] == chapter]
+    c = Counter((r["group"], r["status"]) for r in mine)
+    parts = []
+    for g, name in _GROUPS:
+        n_pass, n_fail = c[(g, "PASS")], c[(g, "FAIL")]
+        if n_pass or n_fail:
+            parts.append(f"{name}: {n_pass} PASS, {n_fail} FAIL")
+    n_rep = len([r for r in replicated_evidence(mine)])
+    replicated = any("replication" in r for r in mine)
+    rep = (f"{n_rep} of the evidence verdicts replicate in at least 9 of 10 other seeds"
+           if replicated else "this chapter's replication is not recorded")
+    return (":::{admonition} This chapter at a glance\n:class: tip\n"
+            f"Verdicts of the committed run ({{ref}}`the kinds <evidence>`): {'; '.join(parts)}. {rep}. "
+            "The verdicts close the chapter; when, where and with what it ran is on the {ref}`status` page.\n\n"
+            f"Download: {{download}}`the executed notebook <{chapter}.ipynb>` and "
+            f"{{download}}`its MyST source <{chapter}.md>` (what `python -m mfattn run` executes).\n:::\n")
+
+
+def _chapter_head(app, docname, source):
+    if not docname.startswith("notebooks/"):
+        return
+    from mfattn.evidence import collect
+
+    nb = json.loads(source[0])
+    cells = nb["cells"]
+    first = next((i for i, cl in enumerate(cells) if cl["cell_type"] == "markdown"), None)
+    if first is None:
+        return
+    text = glance(Path(docname).name, collect(app.srcdir))
+    cells.insert(first + 1, {"cell_type": "markdown", "id": "mfattn-at-a-glance", "metadata": {}, "source": text})
+    # the parameters cell is machinery a reader unfolds on demand (its values are in the table below it)
+    for cl in cells:
+        tags = cl.get("metadata", {}).get("tags", [])
+        if cl["cell_type"] == "code" and "parameters" in tags and "hide-input" not in tags:
+            cl["metadata"]["tags"] = [*tags, "hide-input"]
+    source[0] = json.dumps(nb)
+
+
+def _always_reread(app, env, added, changed, removed):
+    """The pages made from the committed chapters' records: rebuilt whenever the book is."""
+    return [d for d in env.found_docs if d in ("book/intro", "book/evidence", "book/status")
+            or d.startswith("notebooks/")]
+
+
 def setup(app):
     app.connect("html-page-context", _drop_duplicate_scripts)
     app.connect("source-read", _evidence_headline)
+    app.connect("source-read", _status)
+    app.connect("source-read", _chapter_head)
+    app.connect("builder-inited", _claims)
+    app.connect("env-get-outdated", _always_reread)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

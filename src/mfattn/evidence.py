@@ -17,7 +17,7 @@ from pathlib import Path
 from .book import EVIDENCE, KINDS
 
 __all__ = ["RESULTS", "COMPANION", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
-           "markdown"]
+           "markdown", "provenance", "status_markdown", "claims_json"]
 
 # (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it
 #  [, a note shown beside its verdicts])
@@ -421,7 +421,7 @@ def markdown(records: list[dict]) -> str:
     ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
     >>> lines = markdown(rec).splitlines()
     >>> print(lines[2])
-    | [02-finite-n](../notebooks/02-finite-n.md) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
+    | [02-finite-n](../notebooks/02-finite-n.ipynb) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
     >>> print(next(line for line in lines if line.startswith("| Thm 4.1 ")))
     | Thm 4.1 | inf E_N - inf E <= C / sqrt(N) (14) | **PASS** claim: error vs N (02; *weak: no counterfactual named, counted as a check*) |
     """
@@ -433,7 +433,7 @@ def markdown(records: list[dict]) -> str:
 
         n_rep = sum(r["chapter"] == ch for r in rep)
         replicated_any = any(r["chapter"] == ch and "replication" in r for r in records)
-        lines.append(f"| [{ch}](../notebooks/{ch}.md) | {cell('evidence')} | "
+        lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {cell('evidence')} | "
                      f"{n_rep if replicated_any else 'not replicated yet'} | {cell('hypothesis')} | {cell('check')} | "
                      f"{cell('external')} |")
     lines += ["", "| result | what it says | verdicts (kind, status, chapter; what it is worth) |", "|---|---|---|"]
@@ -447,3 +447,140 @@ def markdown(records: list[dict]) -> str:
             v = f"*not tested*: {_esc(row['reason'])}"
         lines.append(f"| {row['result']} | {_esc(row['what'])} | {v} |")
     return "\n".join(lines)
+
+
+def provenance(root: Path | str) -> dict:
+    """``{chapter: metadata}``: what each committed chapter's run recorded about itself
+    (``mfattn.runner.provenance``; older runs hold only ``ci_seconds`` and ``machine``).
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The checkout that holds ``notebooks/``.
+
+    Returns
+    -------
+    dict
+        One entry per ``notebooks/*.ipynb``, sorted by name.
+    """
+    out = {}
+    for nb_path in sorted(Path(root, "notebooks").glob("*.ipynb")):
+        out[nb_path.stem] = json.loads(nb_path.read_text())["metadata"].get("mfattn", {})
+    return out
+
+
+def _duration(s) -> str:
+    if s is None:
+        return "not recorded"
+    s = int(s)
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
+
+
+def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
+    """The status page's body (``book/status.md``, built with the book, nothing executed): per
+    chapter, the committed run's time, profile, date and the commit of the code it ran; the machines
+    and library versions the runs used; the verdicts counted by group and status, with the
+    replication's seeds and run time.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The checkout.
+    records : list of dict or None
+        Verdict records (:func:`collect`); read from ``root`` when omitted.
+
+    Returns
+    -------
+    str
+        MyST Markdown: two tables and a list of environments.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.evidence import status_markdown
+    >>> text = status_markdown(pathlib.Path(mfattn.__file__).resolve().parents[2])
+    >>> text.splitlines()[0]
+    '| chapter | run time | profile | ran (UTC) | code |'
+    """
+    from . import replicate as rp
+
+    root = Path(root)
+    records = collect(root) if records is None else records
+    prov = provenance(root)
+    reps = rp.load(root)
+    lines = ["| chapter | run time | profile | ran (UTC) | code |", "|---|---|---|---|---|"]
+    for ch, m in prov.items():
+        commit = m.get("commit")
+        code = "not recorded" if not commit else f"`{commit[:10]}`" + (" with uncommitted changes" if m.get("dirty")
+                                                                       else "")
+        when = m.get("executed", "not recorded").replace("T", " ").replace("Z", "")
+        lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {_duration(m.get('ci_seconds'))} | "
+                     f"{m.get('profile', 'ci')} | {when} | {code} |")
+    envs: dict = {}
+    for ch, m in prov.items():
+        if "cpu" in m:
+            key = (m["cpu"], m["cores"], m.get("threads"), m["isa"], m["python"], m["torch"], m["numpy"], m["numba"])
+        else:
+            key = ("not recorded", m.get("machine", "not recorded"))
+        envs.setdefault(key, []).append(ch[:2])
+    lines += ["", "The machines and libraries of these runs:", ""]
+    for key, chs in envs.items():
+        which = ("Chapter " if len(chs) == 1 else "Chapters ") + ", ".join(chs)
+        if len(key) == 2:
+            lines.append(f"- {which}: {key[1]} (the CPU model and library versions were not recorded).")
+        else:
+            cpu, cores, threads, isa, py, torch_v, np_v, nb_v = key
+            lines.append(f"- {which}: {cpu}, {cores} cores, {threads} torch threads, torch kernels for {isa}; "
+                         f"Python {py}, torch {torch_v}, numpy {np_v}, numba {nb_v}.")
+    lines += ["", "| chapter | evidence | of it replicated | hypotheses | checks | external | replication |",
+              "|---|---|---|---|---|---|---|"]
+    rep_ev = replicated_evidence(records)
+    for ch, c in counts(records).items():
+        def cell(g):
+            return f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
+
+        r = reps.get(ch)
+        fresh = any(x["chapter"] == ch and "replication" in x for x in records)
+        if r is None:
+            rep = "not run"
+        elif not fresh:
+            rep = "stale: the chapter changed since"
+        else:
+            rep = f"{len(r['seeds'])} seeds, {_duration(r.get('seconds'))} of runs"
+        n_rep = sum(x["chapter"] == ch for x in rep_ev)
+        lines.append(f"| {ch[:2]} | {cell('evidence')} | {n_rep if fresh else '-'} | {cell('hypothesis')} | "
+                     f"{cell('check')} | {cell('external')} | {rep} |")
+    return "\n".join(lines)
+
+
+def claims_json(root: Path | str, records: list[dict] | None = None) -> str:
+    """Every verdict's record as JSON, for the evidence page's download: kind, group, the claim,
+    measured, predicted, tolerance, status, the results it bears on, its counterfactual and its
+    replication where there is one, the chapter and the commit of the code the chapter's run used.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The checkout.
+    records : list of dict or None
+        Verdict records (:func:`collect`); read from ``root`` when omitted.
+
+    Returns
+    -------
+    str
+        A JSON document ``{"paper": ..., "verdicts": [...]}``.
+
+    Examples
+    --------
+    >>> import json, pathlib
+    >>> import mfattn
+    >>> from mfattn.evidence import claims_json
+    >>> doc = json.loads(claims_json(pathlib.Path(mfattn.__file__).resolve().parents[2]))
+    >>> {"chapter", "claim", "kind", "status", "ref", "commit"} <= set(doc["verdicts"][0])
+    True
+    """
+    records = collect(root) if records is None else records
+    prov = provenance(root)
+    out = [dict(r, commit=prov.get(r["chapter"], {}).get("commit")) for r in records]
+    return json.dumps({"paper": "arXiv 2606.10469", "verdicts": out}, indent=1, default=str)

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["cache_key", "code_version", "compare", "list_chapters", "run_chapter", "write_html"]
+__all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
 
 
 class UserError(SystemExit):
@@ -126,6 +126,74 @@ def _fmt_seconds(s: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}"
     return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git(*args, cwd) -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(src, seconds: float, profile: str) -> dict:
+    """What the book's status page says about a committed run (``book/status.md``): its wall time
+    and profile, the machine (CPU model, cores, the instruction set torch's kernels used), the
+    versions of Python and of the numerical libraries, the time it ran, and the commit of the code
+    it ran, with ``dirty`` when the engine or the chapter differed from that commit. Stored in the
+    executed notebook's metadata under ``mfattn`` by ``run CH --inplace``, so that the page is built
+    without executing anything.
+
+    Parameters
+    ----------
+    src : str or pathlib.Path
+        The chapter's MyST source.
+    seconds : float
+        The run's wall time.
+    profile : str
+        The profile it ran (``ci`` for a committed run).
+
+    Returns
+    -------
+    dict
+        JSON-serialisable; ``ci_seconds`` is the key :func:`ci_seconds` reads.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    import torch
+
+    def ver(pkg):
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return None
+
+    src = Path(src).resolve()
+    root = _git("rev-parse", "--show-toplevel", cwd=src.parent)
+    commit = _git("rev-parse", "HEAD", cwd=src.parent) if root else None
+    dirty = None
+    if commit:
+        changed = _git("status", "--porcelain", "--", "src/mfattn", str(src), cwd=root)
+        dirty = bool(changed)
+    return {"ci_seconds": round(seconds), "profile": profile,
+            "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
+            "cpu": _cpu_model(), "cores": os.cpu_count(), "isa": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__, "numpy": ver("numpy"),
+            "numba": ver("numba"), "executed": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "commit": commit, "dirty": dirty}
 
 
 def ci_seconds(notebook) -> float | None:
@@ -387,8 +455,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         from .cli import strip_papermill
 
         strip_papermill(executed)
-        executed.metadata["mfattn"] = {"ci_seconds": round(seconds),
-                                       "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}"}
+        executed.metadata["mfattn"] = provenance(src, seconds, config["profile"])
         nbformat.write(executed, final)
         target.unlink()
         target = final
