@@ -215,3 +215,26 @@ def test_replicate_runs_other_seeds_resumes_and_records_rates(tmp_path):
     # a second call resumes: no seed runs again
     assert run("replicate", "01", "--seeds", "3").returncode == 0
     assert log() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("code", [-15, 143, 137, 130])
+def test_a_killed_replicate_is_not_recorded_as_a_failed_seed(tmp_path, monkeypatch, code):
+    """A replicate whose child was interrupted or killed (a signal, Ctrl-C) stops the command and
+    leaves no record, so that a rerun runs that seed again instead of counting it as a seed under
+    which the chapter failed."""
+    import subprocess
+
+    src = tmp_path / "notebooks" / "01-toy.md"
+    src.parent.mkdir()
+    src.write_text(TOY)
+    monkeypatch.setattr(rp.subprocess, "run",
+                        lambda cmd, **kw: subprocess.CompletedProcess(cmd, code, "", "Terminated"))
+    with pytest.raises(SystemExit, match="seed 4 was interrupted"):
+        rp._run_one(tmp_path, src, 4, True)
+    assert not (tmp_path / "runs" / "01-toy" / "replicate" / "seed-4" / "done.json").exists()
+    # a chapter that fails by itself is recorded as such
+    monkeypatch.setattr(rp.subprocess, "run",
+                        lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "mfattn: 01-toy failed in cell"))
+    seed, error, _ = rp._run_one(tmp_path, src, 4, True)
+    assert seed == 4 and "failed in cell" in error
+    assert "error" in json.loads((tmp_path / "runs" / "01-toy" / "replicate" / "seed-4" / "done.json").read_text())

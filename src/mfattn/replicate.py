@@ -297,6 +297,7 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
             return seed, d["error"], d["seconds"]
         if nb.exists():
             return seed, _records(nb), d["seconds"]
+    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "mfattn", "run", src.stem, "-p", "seed", str(seed), "--out", str(out), "--quiet"]
     r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
@@ -305,8 +306,11 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
         # the chapter itself failed under this seed: a replicate in which no verdict passed, kept as
         # such (with the error) rather than dropped, since it is what a user running that seed meets
         error = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        if r.returncode == 130:  # interrupted: nothing to record, a rerun resumes
-            raise SystemExit(f"mfattn replicate: interrupted at seed {seed}")
+        if r.returncode in (130, 137, 143) or r.returncode < 0:
+            # interrupted or killed (Ctrl-C, a signal): not the chapter's fault; nothing to record,
+            # a rerun resumes
+            raise SystemExit(f"mfattn replicate: seed {seed} was interrupted (exit status {r.returncode}); "
+                             "rerun the same command to resume")
         done.write_text(json.dumps({"seconds": round(secs, 1), "error": error}))
         if not quiet:
             print(f"mfattn replicate: {src.stem} seed {seed} FAILED in {secs:.0f} s: {error}", file=sys.stderr)
