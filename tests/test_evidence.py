@@ -49,7 +49,10 @@ def test_counts_are_the_chapters_printed_counts(records):
 def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
     page = markdown(records)
     for name, *_ in RESULTS + COMPANION:
-        assert f"\n| {name} |" in page, name
+        # each result's row, with the anchor its verdicts link back to
+        from mfattn.book import _slug
+
+        assert f'\n| <span id="{_slug(name)}"></span>{name} |' in page, name
     for row in table(records):
         assert row["verdicts"] or row["reason"], row["result"]
     # the results this book tests
@@ -88,5 +91,24 @@ def test_every_untested_result_says_why_with_a_derivation(records):
 def test_notes_are_shown_beside_verdicts():
     rec = [dict(kind="hypothesis", ref=["Prop. 6.9"], claim="radius bounded", measured="-0.5", predicted="<0",
                 tolerance="CI", status="PASS", chapter="04-long-time")]
-    line = next(x for x in markdown(rec).splitlines() if x.startswith("| Prop. 6.9 "))
+    line = next(x for x in markdown(rec).splitlines() if "</span>Prop. 6.9 |" in x)
     assert "radius bounded" in line and "*note*: the conclusion is Prokhorov" in line
+
+
+def test_the_map_and_the_verdicts_link_both_ways(records):
+    """Each verdict on the map links to its row in the chapter, and each verdict row in a chapter
+    links to the map's row of every result it bears on: the anchors on both sides exist."""
+    from mfattn.book import _slug, verdict_anchor
+
+    page = markdown(records)
+    anchors = set(re.findall(r'<span id="(r-[^"]+)"></span>', page))
+    for ch in CHAPTERS:
+        nb = json.loads((ROOT / "notebooks" / f"{ch}.ipynb").read_text())
+        html = "".join("".join(o.get("data", {}).get("text/html", "")) for cell in nb["cells"]
+                       for o in cell.get("outputs", []) if "mfattn" in o.get("metadata", {}))
+        for r in (x for x in records if x["chapter"] == ch):
+            assert f'href="../notebooks/{ch}.html#{verdict_anchor(r["claim"])}"' in page
+            assert f'id="{verdict_anchor(r["claim"])}"' in html, (ch, r["claim"])
+            for ref in r["ref"]:
+                assert _slug(ref) in anchors, ref
+                assert f'href="../book/evidence.html#{_slug(ref)}"' in html

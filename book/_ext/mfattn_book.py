@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections import Counter
 from pathlib import Path
@@ -130,6 +131,17 @@ def glance(chapter: str, records: list[dict]) -> str:
             f"{{download}}`its MyST source <{chapter}.md>` (what `python -m mfattn run` executes).\n:::\n")
 
 
+_MD_MIMES = ("text/markdown", "application/papermill.record/text/markdown")
+_INLINE_MATH = re.compile(r"(?<![\\$])\$([^$\n]+?)\$(?!\$)")
+
+
+def _math_roles(text: str) -> str:
+    """Markdown that a chapter glues inline (``{glue:md}``) with its ``$...$`` math written as
+    ``{math}`` roles: MyST-NB parses glued inline Markdown without the dollar-math extension, so the
+    dollars would reach the reader as raw TeX."""
+    return _INLINE_MATH.sub(lambda m: "{math}`" + m.group(1).replace("`", "\\`") + "`", text)
+
+
 def _chapter_head(app, docname, source):
     if not docname.startswith("notebooks/"):
         return
@@ -142,6 +154,11 @@ def _chapter_head(app, docname, source):
         return
     text = glance(Path(docname).name, collect(app.srcdir))
     cells.insert(first + 1, {"cell_type": "markdown", "id": "mfattn-at-a-glance", "metadata": {}, "source": text})
+    for cl in cells:
+        for out in cl.get("outputs", []):
+            for mime in _MD_MIMES:
+                if mime in out.get("data", {}):
+                    out["data"][mime] = _math_roles("".join(out["data"][mime]))
     # the parameters cell is machinery a reader unfolds on demand (its values are in the table below it)
     for cl in cells:
         tags = cl.get("metadata", {}).get("tags", [])

@@ -9,8 +9,10 @@ that nbval compares them exactly.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
+import re
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -838,16 +840,90 @@ def all_passed(verdicts) -> bool:
 
 _PASS_STYLE = "background:#e3f2e6;color:#14532d"
 _FAIL_STYLE = "background:#fde2e1;color:#8b1111"
-_CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:anywhere;border-top:1px solid #d0d7de"
+# a hypothesis that fails is a finding about the model, not a failed prediction: amber, not red
+_HYP_FAIL_STYLE = "background:#fff3cd;color:#7a4d00"
+_KIND_STYLE = {"claim": "background:#dbeafe;color:#1e3a8a", "derived": "background:#ede9fe;color:#4c1d95",
+               "hypothesis": "background:#fef3c7;color:#78350f", "check": "background:#e5e7eb;color:#374151",
+               "external": "background:#ccfbf1;color:#134e4a"}
+_TAG = "font-weight:700;padding:1px 5px;border-radius:3px;white-space:nowrap"
+_CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:break-word;border-top:1px solid #d0d7de"
+_ENOTATION = re.compile(r"(-?)(~?)(\d(?:\.\d+)?)e([-+]\d+)")
 
 
 def _esc(text: str) -> str:
     return html.escape(str(text), quote=True)
 
 
+def number_html(text: str, trim: bool = False) -> str:
+    """``text`` (HTML-escaped) with every number in e-notation (as :func:`fmt` prints them) written
+    for a reader: a plain decimal when its exponent is between -3 and 3 (``2.00e+00`` is ``2.00``,
+    ``-5.10e-01`` is ``-0.510``), else a power of ten (``1.23 × 10⁻⁵``); ``~1e-06`` is ``~10⁻⁶``.
+    The significant digits stay those printed; ``trim`` drops trailing zeros (for predictions and
+    tolerances, which are exact). Each number keeps its printed form in ``data-v``, which the nbval
+    sanitiser (``nbval-sanitize.cfg``) compares instead of the display.
+
+    Parameters
+    ----------
+    text : str
+        Plain text, e.g. a measured value or ``"<= 1.00e+00"``.
+    trim : bool
+        Drop trailing zeros of the mantissa.
+
+    Returns
+    -------
+    str
+        HTML; ``+-``, ``<=`` and ``>=`` become ``±``, ``≤`` and ``≥``.
+
+    Examples
+    --------
+    >>> from mfattn.book import number_html
+    >>> import re
+    >>> import html
+    >>> strip = lambda h: html.unescape(re.sub(r"<[^>]+>", "", h.replace("<sup>", "^"))).replace("\u202f", " ") \\
+    ...     .replace("\u2212", "-")
+    >>> strip(number_html("2.00e+00")), strip(number_html("-5.10e-01")), strip(number_html("1.23e-05"))
+    ('2.00', '-0.510', '1.23 × 10^-5')
+    >>> strip(number_html("+-5.00e-02", trim=True)), strip(number_html("<= 1.00e+00", trim=True))
+    ('±0.05', '≤ 1')
+    >>> strip(number_html("~1e-06")), strip(number_html("<1e-12")), strip(number_html("-2.0e+04", trim=True))
+    ('~10^-6', '<10^-12', '-2 × 10^4')
+    """
+    def one(m):
+        sign, approx, mant, exp = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        minus = "\u2212" if sign else ""
+        pw = f"10<sup>{chr(0x2212) if exp < 0 else ''}{abs(exp)}</sup>"
+        if approx:
+            shown = f"{minus}~{pw}"
+        elif -3 <= exp <= 3:
+            places = max(0, len(mant.partition(".")[2]) - exp)
+            shown = f"{float(sign + mant) * 10.0 ** exp:.{places}f}".replace("-", minus)
+            if trim and "." in shown:
+                shown = shown.rstrip("0").rstrip(".")
+        else:
+            m_txt = mant.rstrip("0").rstrip(".") if trim and "." in mant else mant
+            shown = f"{minus}{pw}" if m_txt == "1" else f"{minus}{m_txt}\u202f×\u202f{pw}"
+        return f'<span class="mfattn-num" data-v="{m.group(0)}">{shown}</span>'
+
+    out = _esc(text).replace("+-", "±").replace("&lt;=", "≤").replace("&gt;=", "≥")
+    return _ENOTATION.sub(one, out)
+
+
+def _slug(ref: str) -> str:
+    """The anchor of a result's row on the evidence map (:func:`mfattn.evidence.markdown`)."""
+    return "r-" + re.sub(r"[^a-z0-9]+", "-", ref.lower()).strip("-")
+
+
+def verdict_anchor(claim: str) -> str:
+    """The anchor of a verdict's row in its chapter: stable under reordering, the same wherever the
+    claim is named (the evidence map links to it)."""
+    return "v-" + hashlib.sha1(claim.encode()).hexdigest()[:10]
+
+
 def verdict_table_html(verdicts) -> str:
-    """The verdicts as an HTML table (status, kind and results, claim, measured, predicted,
-    tolerance) that wraps to any column width; PASS and FAIL differ in colour and weight.
+    """The verdicts as an HTML table (status and kind as coloured tags, claim, measured, predicted,
+    tolerance) that wraps at spaces to any column width. A failed hypothesis (a finding about the
+    model) is amber, a failed claim red. Each row has an anchor (:func:`verdict_anchor`) and links
+    the results it bears on to their rows on the evidence map.
 
     The table is followed by the :func:`summary` line.
 
@@ -863,29 +939,42 @@ def verdict_table_html(verdicts) -> str:
 
     Examples
     --------
-    >>> from mfattn.book import check_at_most, check_close, verdict_table_html
+    >>> from mfattn.book import check_at_most, check_close, verdict_table_html, verdict_anchor
     >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
     >>> html = verdict_table_html(vs)
-    >>> html.startswith('<table class="mfattn-verdicts"'), html.count('<tr class="mfattn-fail">')
+    >>> html.startswith('<table class="mfattn-verdicts"'), html.count('<tr class="mfattn-fail')
     (True, 1)
+    >>> f'id="{verdict_anchor("b")}"' in html
+    True
     """
     rows = []
     for v in verdicts:
-        style = _PASS_STYLE if v.passed else _FAIL_STYLE
-        refs = f"; {_esc(', '.join(v.ref))}" if v.ref else ""
-        cf = f"<br><small>{_esc(v._cf_text())}</small>" if v.counterfactual is not None else ""
+        if v.passed:
+            style = _PASS_STYLE
+        else:
+            style = _HYP_FAIL_STYLE if v.kind == "hypothesis" else _FAIL_STYLE
+        kind = v.kind if v.counted_as == v.kind or v.kind not in EVIDENCE else f"{v.kind} → check"
+        why = f'<br><small>{_esc(v._kind_text().partition(": ")[2])}</small>' if "→" in kind else ""
+        refs = ", ".join(f'<a href="../book/evidence.html#{_slug(r)}">{_esc(r)}</a>' for r in v.ref)
+        refs = f"<br><small>bears on {refs}</small>" if refs else ""
+        cf = ""
+        if v.counterfactual is not None:
+            c = v.counterfactual
+            cf = (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} ({_esc(c.why)}): "
+                  f"<strong>{c.status}</strong></small>")
         rows.append(
-            f'<tr class="mfattn-{v.status.lower()}">'
-            f'<td style="{_CELL}"><span class="mfattn-status" style="{style};font-weight:700;padding:1px 5px;'
-            f'border-radius:3px">{v.status}</span><br><small>{_esc(v._kind_text())}{refs}</small></td>'
-            f'<td style="{_CELL}">{_esc(v.claim)}</td>'
-            f'<td style="{_CELL}"><code>{_esc(fmt(v.measured, v.sig, v.floor))}</code></td>'
-            f'<td style="{_CELL}"><code>{_esc(v.predicted)}</code></td>'
-            f'<td style="{_CELL}"><small>{_esc(v.tolerance)}</small>{cf}</td></tr>'
+            f'<tr class="mfattn-{v.status.lower()} mfattn-kind-{v.kind}" id="{verdict_anchor(v.claim)}">'
+            f'<td style="{_CELL}"><span class="mfattn-status" style="{style};{_TAG}">{v.status}</span><br>'
+            f'<span class="mfattn-kind" style="{_KIND_STYLE[v.kind]};{_TAG};font-weight:400;font-size:0.9em">'
+            f'{_esc(kind)}</span>{why}</td>'
+            f'<td style="{_CELL}">{_esc(v.claim)}{refs}</td>'
+            f'<td style="{_CELL}">{number_html(fmt(v.measured, v.sig, v.floor))}</td>'
+            f'<td style="{_CELL}">{number_html(v.predicted, trim=True)}</td>'
+            f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>'
         )
     head = "".join(f'<th style="{_CELL};text-align:left">{h}</th>'
                    for h in ("status", "claim", "measured", "predicted", "tolerance"))
-    cols = "".join(f'<col style="width:{w}%">' for w in (15, 37, 13, 14, 21))
+    cols = "".join(f'<col style="width:{w}%">' for w in (16, 38, 12, 13, 21))
     return (f'<table class="mfattn-verdicts" style="width:100%;table-layout:fixed;border-collapse:collapse;'
             f'font-size:0.85em"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>'
@@ -1000,7 +1089,7 @@ def show_config(cfg, source=None, values=None) -> None:
     if source is None:
         text = "effective parameters: " + ", ".join(f"{k}={v!r}" for k, v in items)
         cells = [f'<td style="padding:2px 8px"><code>{_esc(k)}</code></td>'
-                 f'<td style="padding:2px 8px;overflow-wrap:anywhere">{_esc(repr(v))}</td>' for k, v in items]
+                 f'<td style="padding:2px 8px">{_esc(repr(v))}</td>' for k, v in items]
         if len(cells) % 2:
             cells.append('<td></td><td></td>')
         rows = "".join(f"<tr>{cells[i]}{cells[i + 1]}</tr>" for i in range(0, len(cells), 2))
@@ -1020,16 +1109,15 @@ def show_config(cfg, source=None, values=None) -> None:
     text = "\n".join(["parameters (this run, then each profile's value):"]
                       + [f"  {b[0]} = {b[1]}  [" + ", ".join(f"{p}: {v}" for p, v in zip(profs, b[2:-1])) + "]"
                          for b in body])
-    cell = "padding:2px 6px;vertical-align:top;overflow-wrap:anywhere;border-top:1px solid #d0d7de"
+    # automatic layout: each column as wide as its longest word needs, values wrap at spaces
+    cell = "padding:2px 6px;vertical-align:top;border-top:1px solid #d0d7de"
     ths = "".join(f'<th style="{cell};text-align:left">{_esc(h)}</th>' for h in head)
     trs = "".join("<tr>" + f'<td style="{cell}"><code>{_esc(b[0])}</code></td>'
                   + "".join(f'<td style="{cell}">{_esc(x)}</td>' for x in b[1:-1])
                   + f'<td style="{cell}"><small>{_esc(b[-1])}</small></td></tr>' for b in body)
-    widths = [18, 14] + [14] * len(profs) + [100 - 32 - 14 * len(profs)]
-    cols = "".join(f'<col style="width:{w}%">' for w in widths)
-    html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;table-layout:fixed;'
+    html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;'
                  f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
                  f'<code>{_esc(getattr(cfg, "profile", ""))}</code>) and each profile\'s values; '
-                 f'<code>python -m mfattn run CHAPTER -p NAME VALUE</code> sets one</caption><colgroup>{cols}'
-                 f'</colgroup><thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>')
+                 f'<code>python -m mfattn run CHAPTER -p NAME VALUE</code> sets one</caption>'
+                 f'<thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>')
     _display(text, html_text)

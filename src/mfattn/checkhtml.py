@@ -8,9 +8,14 @@ page and MathJax have finished, the checker fails on
 * ``console``: an error printed to the browser console, or an uncaught exception;
 * ``request``: a request to a URL that is not on this machine (the book must render offline);
 * ``math``: math left unrendered (a ``.math`` element without MathJax output, a MathJax error,
-  or ``$$``, ``\\(`` or ``\\[`` left in the text);
+  or ``$$``, ``\\(``, ``\\[`` or a ``$...$`` pair around TeX left in the text);
 * ``alt``: an image without alt text (missing, empty, or the image's file name);
-* ``caption``: an output image that is not in a ``<figure>`` with a non-empty caption;
+* ``caption``: an output image that is not in a ``<figure>`` with a non-empty caption, or a
+  caption that shows a parameter's name in code (``n_cloud``) where its value belongs;
+* ``table``: a word or a number broken across lines in a table cell (a cell narrower than its
+  longest word);
+* ``repr``: an output line that is a bare Python value (``True``, ``None``, ``tensor(...)``, an
+  object's address, a float printed to eight or more decimals, ``True`` in a sentence);
 * ``width``: an element wider than the text column, or cut by its own scroll box (an output, a
   table or an equation a reader would have to scroll sideways). Code *inputs* scroll like code in
   any documentation and are not checked.
@@ -62,6 +67,44 @@ async () => {
     let text = '';
     for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
     if (/\$\$|\\\(|\\\[/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
+    // a single $...$ pair around TeX (a backslash, ^, _ or a brace inside) that MathJax never saw
+    else if (/\$[^$\s][^$]*[\\^_{}][^$]*\$/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
+  }
+  // tables: a word or a number broken across lines inside a cell (the cell is narrower than it)
+  for (const cell of col.querySelectorAll('td, th')) {
+    if (cell.closest('.cell_input, pre')) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    let broken = null;
+    for (let n = walker.nextNode(); n && !broken; n = walker.nextNode()) {
+      if (n.parentElement.closest('mjx-container')) continue;
+      const re = /\S{2,}/g;
+      let m;
+      while ((m = re.exec(n.textContent)) && !broken) {
+        const range = document.createRange();
+        range.setStart(n, m.index);
+        range.setEnd(n, m.index + m[0].length);
+        const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (tops.size > 1) broken = m[0];
+      }
+    }
+    if (broken) faults.push(['table', `"${broken}" broken across lines in a table cell: ` + describe(cell)]);
+  }
+  // captions: a parameter's name in code where its value belongs
+  for (const c of col.querySelectorAll('figcaption code, .caption code')) {
+    const t = c.innerText.trim();
+    if (/^[a-z][a-z0-9]*_[a-z0-9_]+$/.test(t)) faults.push(['caption', `parameter name "${t}" in a caption: ` + describe(c.closest('figcaption, .caption'))]);
+  }
+  // outputs: a bare Python repr printed for a reader
+  for (const pre of col.querySelectorAll('.cell_output pre, .output pre')) {
+    for (const line of (pre.innerText || '').split('\n')) {
+      const t = line.trim();
+      if (/^(True|False|None)$/.test(t) || /^<[\w.]+ object at /.test(t) || /^(tensor|array)\(/.test(t)
+          || /\b(True|False)\b[^=]*[a-z]{3}/.test(t) && /^[A-Za-z]/.test(t) && !/=\s*(True|False)/.test(t)
+          || /\d\.\d{8,}/.test(t)) {
+        faults.push(['repr', 'a bare Python value in an output: ' + JSON.stringify(t.slice(0, 80))]);
+        break;
+      }
+    }
   }
   // images
   for (const img of col.querySelectorAll('img')) {

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from .book import EVIDENCE, KINDS
+from .book import _slug
 
 __all__ = ["RESULTS", "COMPANION", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
            "markdown", "provenance", "status_markdown", "claims_json"]
@@ -400,6 +401,21 @@ def _esc(s: str) -> str:
     return s.replace("|", "\\|").replace("*", "\\*")
 
 
+def _tag(r: dict) -> str:
+    """A verdict's status as a coloured tag (``_static/mfattn.css``): green PASS, red FAIL, amber for
+    a hypothesis that fails (a finding about the model); replicated evidence is marked."""
+    cls = "pass" if r["status"] == "PASS" else ("hypfail" if r["kind"] == "hypothesis" else "fail")
+    strong = " mfattn-replicated" if r in replicated_evidence([r]) else ""
+    return f'<span class="mfattn-tag mfattn-{cls}{strong}">{r["status"]}</span>'
+
+
+def _link(r: dict) -> str:
+    """The chapter number, linked to the verdict's row in the chapter (its anchor)."""
+    from .book import verdict_anchor
+
+    return f'<a href="../notebooks/{r["chapter"]}.html#{verdict_anchor(r["claim"])}">{r["chapter"][:2]}</a>'
+
+
 def markdown(records: list[dict]) -> str:
     """The evidence page's body (MyST markdown): the per-chapter counts and the map.
 
@@ -422,8 +438,10 @@ def markdown(records: list[dict]) -> str:
     >>> lines = markdown(rec).splitlines()
     >>> print(lines[2])
     | [02-finite-n](../notebooks/02-finite-n.ipynb) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
-    >>> print(next(line for line in lines if line.startswith("| Thm 4.1 ")))
-    | Thm 4.1 | inf E_N - inf E <= C / sqrt(N) (14) | **PASS** claim: error vs N (02; *weak: no counterfactual named, counted as a check*) |
+    >>> print(next(line for line in lines if "Thm 4.1 |" in line))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
+    | <span id="r-thm-4-1"></span>Thm 4.1 | inf E_N - inf E <= C / sqrt(N) (14) | <span class="mfattn-tag
+    mfattn-pass">PASS</span> claim: error vs N (<a href="../notebooks/02-finite-n.html#v-...">02</a>;
+    *weak: no counterfactual named, counted as a check*) |
     """
     rep = replicated_evidence(records)
     lines = ["| chapter | evidence | of it replicated | hypotheses | checks | external |", "|---|---|---|---|---|---|"]
@@ -439,13 +457,13 @@ def markdown(records: list[dict]) -> str:
     lines += ["", "| result | what it says | verdicts (kind, status, chapter; what it is worth) |", "|---|---|---|"]
     for row in table(records):
         if row["verdicts"]:
-            v = "<br>".join(f"**{r['status']}** {r['kind']}: {_esc(r['claim'])} ({r['chapter'][:2]}; "
+            v = "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; "
                             f"*{_esc(flag(r))}*)" for r in row["verdicts"])
             if row["note"]:
                 v += f"<br>*note*: {_esc(row['note'])}"
         else:
             v = f"*not tested*: {_esc(row['reason'])}"
-        lines.append(f"| {row['result']} | {_esc(row['what'])} | {v} |")
+        lines.append(f'| <span id="{_slug(row["result"])}"></span>{row["result"]} | {_esc(row["what"])} | {v} |')
     return "\n".join(lines)
 
 
