@@ -150,11 +150,12 @@ def test_new_chapter_from_the_template_runs_and_builds(tmp_path):
     assert "PROFILES" in md.read_text() and "report(" in nb.cells[-1].source
     res = subprocess.run([sys.executable, "-m", "mfattn", "new", "demo-check"], cwd=root, capture_output=True, text=True)
     assert res.returncode != 0 and "exists" in res.stderr
-    out = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "mfattn", "run", "01", "--out", str(out), "--quiet"], cwd=root,
+    # executed into its committed notebook, which is what the book renders (it executes no chapter)
+    res = subprocess.run([sys.executable, "-m", "mfattn", "run", "01", "--inplace", "--quiet"], cwd=root,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
-    executed = nbformat.read(out / "01-demo-check.ipynb", as_version=4)
+    executed = nbformat.read(root / "notebooks" / "01-demo-check.ipynb", as_version=4)
+    assert executed.metadata["mfattn"]["profile"] == "ci" and executed.metadata["mfattn"]["ci_seconds"] >= 0
     text = "".join(o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
                    for c in executed.cells if c.cell_type == "code" for o in c.outputs)
     assert "[PASS] (claim; Thm 6.1)" in text

@@ -142,6 +142,21 @@ def _math_roles(text: str) -> str:
     return _INLINE_MATH.sub(lambda m: "{math}`" + m.group(1).replace("`", "\\`") + "`", text)
 
 
+def _run_values(cells) -> dict:
+    """``{name: value as printed}`` from the parameter table that ``show_config`` printed in the
+    run (``  name = value  [ci: ..., paper: ...]``)."""
+    out = {}
+    for cl in cells:
+        for o in cl.get("outputs", []):
+            text = "".join(o.get("data", {}).get("text/plain", ""))
+            if text.startswith("parameters (this run"):
+                for line in text.splitlines()[1:]:
+                    m = re.match(r"\s+([A-Za-z_]\w*) = (.*?)  \[", line)
+                    if m:
+                        out[m.group(1)] = m.group(2).strip("'")
+    return out
+
+
 def _chapter_head(app, docname, source):
     if not docname.startswith("notebooks/"):
         return
@@ -159,6 +174,14 @@ def _chapter_head(app, docname, source):
             for mime in _MD_MIMES:
                 if mime in out.get("data", {}):
                     out["data"][mime] = _math_roles("".join(out["data"][mime]))
+    # a caption names a parameter in code (`eps_long`) so that the source reads for every profile; the
+    # page shows the run's value, from the parameter table the run printed
+    values = _run_values(cells)
+    for cl in cells:
+        fig = cl.get("metadata", {}).get("mystnb", {}).get("figure", {})
+        if isinstance(fig.get("caption"), str):
+            fig["caption"] = re.sub(r"`([A-Za-z_][A-Za-z0-9_]*)`",
+                                    lambda m: values.get(m.group(1), m.group(0)), fig["caption"])
     # the parameters cell is machinery a reader unfolds on demand (its values are in the table below it)
     for cl in cells:
         tags = cl.get("metadata", {}).get("tags", [])

@@ -35,6 +35,7 @@ import ctypes
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -340,6 +341,25 @@ def _fmt_b(v):
     return f"{v} B"
 
 
+def _kernel(name: str) -> str:
+    """A CUDA kernel's name without its return type, namespaces and template arguments
+    (``void at::native::(anonymous namespace)::softmax_warp_forward<float, ...>`` is
+    ``softmax_warp_forward``), with the functor an elementwise kernel applies, cut at 40
+    characters: the profile table fits the column."""
+    depth, bare = 0, []
+    for ch in name:
+        depth += ch in "<("
+        if depth == 0:
+            bare.append(ch)
+        depth -= ch in ">)"
+    text = "".join(bare).split()[-1] if "".join(bare).split() else name
+    text = text.rsplit("::", 1)[-1] or name
+    op = re.search(r"(\w+Functor)\b", name) or re.search(r"(\w+Op)\b", name)
+    if op:
+        text += f" ({op.group(1)})"
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def table(res: dict) -> str:
     """The results as a Markdown table (the book's benchmark page includes it)."""
     m = res["machine"]
@@ -356,11 +376,11 @@ def table(res: dict) -> str:
     best = res.get("best", "engine")  # results saved before the fused path have only the torch path
     name = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
     others = [i for i in IMPLS if i != best and (i != "fused" or best == "fused")]
+    # two tables that fit the book's column: speed, then memory
     lines += [
         f"| N | {name[best]} grad | {name[best]} SGD step | GFLOP/s | % of product rate | "
-        + " | ".join(f"x {name[i]} (grad / SGD)" for i in others) + " | "
-        + " | ".join(f"memory {name[i]}" for i in [best] + others) + " | heads |",
-        "|" + "---:|" * (5 + 2 * len(others) + 1 + 1),
+        + " | ".join(f"× {name[i]}" for i in others) + " |",
+        "|" + "---:|" * (5 + len(others)),
     ]
     for r in res["rows"]:
         def sp(impl):
@@ -369,8 +389,13 @@ def table(res: dict) -> str:
         lines.append(
             f"| {r['N']} | {_fmt_s(r[f'{best}_grad_s'])} | {_fmt_s(r[f'{best}_sgd_s'])} | "
             f"{r[f'{best}_flops'] / 1e9:.3g} | {100 * r[f'{best}_flops'] / pk['matmul_flops']:.2g}% | "
-            + " | ".join(sp(i) for i in others) + " | "
-            + " | ".join(_fmt_b(r.get(f"{i}_grad_mem")) for i in [best] + others) + f" | {_fmt_b(r['heads_bytes'])} |")
+            + " | ".join(sp(i) for i in others) + " |")
+    lines += ["", f"'× {name[others[0]]}': the {name[best]} pass's speed-up, full gradient / SGD step.", "",
+              "| N | " + " | ".join(f"memory {name[i]}" for i in [best] + others) + " | heads |",
+              "|" + "---:|" * (len(others) + 3)]
+    for r in res["rows"]:
+        lines.append(f"| {r['N']} | " + " | ".join(_fmt_b(r.get(f"{i}_grad_mem")) for i in [best] + others)
+                     + f" | {_fmt_b(r['heads_bytes'])} |")
     worst = max(max(r.get(f"{i}_agree", 0.0) for i in others) for r in res["rows"])
     lines += ["", f"The {len(others) + 1} implementations agree to {worst:.1e} (largest gradient difference relative "
               f"to the largest gradient entry, against the {name[best]}). 'not run': the naive pass would exceed a "
@@ -384,7 +409,8 @@ def table(res: dict) -> str:
         lines += ["", f"Profile of one full-gradient evaluation on the torch path at N = {prof['N']} "
                   f"({prof['total_ms']:.3g} ms of kernel time):", "", "| kernel | calls | ms | share |",
                   "|---|---:|---:|---:|"]
-        lines += [f"| `{k['name']}` | {k['calls']} | {k['ms']:.3g} | {100 * k['share']:.1f}% |" for k in prof["kernels"]]
+        lines += [f"| `{_kernel(k['name'])}` | {k['calls']} | {k['ms']:.3g} | {100 * k['share']:.1f}% |"
+                  for k in prof["kernels"]]
     if res["budgets"]:
         lines += ["", "Chunk budget (torch path, full gradient, N = " + str(res["budgets"][0]["N"]) + "): " +
                   ", ".join(f"{_fmt_b(b['budget'])}: {_fmt_s(b['grad_s'])}" for b in res["budgets"]) + "."]

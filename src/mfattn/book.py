@@ -954,7 +954,7 @@ def verdict_table_html(verdicts) -> str:
         else:
             style = _HYP_FAIL_STYLE if v.kind == "hypothesis" else _FAIL_STYLE
         kind = v.kind if v.counted_as == v.kind or v.kind not in EVIDENCE else f"{v.kind} → check"
-        why = f'<br><small>{_esc(v._kind_text().partition(": ")[2])}</small>' if "→" in kind else ""
+        why = f'<br><small>(counted as a check: {_esc(v._kind_text().partition(": ")[2])})</small>' if "→" in kind else ""
         refs = ", ".join(f'<a href="../book/evidence.html#{_slug(r)}">{_esc(r)}</a>' for r in v.ref)
         refs = f"<br><small>bears on {refs}</small>" if refs else ""
         cf = ""
@@ -966,15 +966,15 @@ def verdict_table_html(verdicts) -> str:
             f'<tr class="mfattn-{v.status.lower()} mfattn-kind-{v.kind}" id="{verdict_anchor(v.claim)}">'
             f'<td style="{_CELL}"><span class="mfattn-status" style="{style};{_TAG}">{v.status}</span><br>'
             f'<span class="mfattn-kind" style="{_KIND_STYLE[v.kind]};{_TAG};font-weight:400;font-size:0.9em">'
-            f'{_esc(kind)}</span>{why}</td>'
-            f'<td style="{_CELL}">{_esc(v.claim)}{refs}</td>'
+            f'{_esc(kind)}</span></td>'
+            f'<td style="{_CELL}">{_esc(v.claim)}{why}{refs}</td>'
             f'<td style="{_CELL}">{number_html(fmt(v.measured, v.sig, v.floor))}</td>'
             f'<td style="{_CELL}">{number_html(v.predicted, trim=True)}</td>'
             f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>'
         )
     head = "".join(f'<th style="{_CELL};text-align:left">{h}</th>'
                    for h in ("status", "claim", "measured", "predicted", "tolerance"))
-    cols = "".join(f'<col style="width:{w}%">' for w in (16, 38, 12, 13, 21))
+    cols = "".join(f'<col style="width:{w}%">' for w in (14, 36, 15, 14, 21))
     return (f'<table class="mfattn-verdicts" style="width:100%;table-layout:fixed;border-collapse:collapse;'
             f'font-size:0.85em"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>'

@@ -135,6 +135,12 @@ COMPANION = [
 KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION}
 
 
+def _notebooks(root) -> list[Path]:
+    """The committed chapters' notebooks: ``notebooks/*.ipynb`` without the hidden files a run in
+    progress writes there (``.NAME.partial.ipynb``)."""
+    return [p for p in sorted(Path(root, "notebooks").glob("*.ipynb")) if not p.name.startswith(".")]
+
+
 def collect(root: Path | str | None = None) -> list[dict]:
     """Every verdict record stored in the committed ``notebooks/*.ipynb`` under ``root`` (the
     checkout; found from the current folder when omitted), each with its ``chapter``.
@@ -177,7 +183,7 @@ def collect(root: Path | str | None = None) -> list[dict]:
     from . import replicate as rp
 
     out = []
-    for nb_path in sorted(Path(root, "notebooks").glob("*.ipynb")):
+    for nb_path in _notebooks(root):
         src = nb_path.with_suffix(".md")
         reps = rp.load(root).get(nb_path.stem)
         fresh = reps is not None and src.exists() and reps["key"] == rp.key(src)
@@ -398,7 +404,7 @@ def headline(records: list[dict]) -> str:
 
 
 def _esc(s: str) -> str:
-    return s.replace("|", "\\|").replace("*", "\\*")
+    return s.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
 
 
 def _tag(r: dict) -> str:
@@ -482,7 +488,7 @@ def provenance(root: Path | str) -> dict:
         One entry per ``notebooks/*.ipynb``, sorted by name.
     """
     out = {}
-    for nb_path in sorted(Path(root, "notebooks").glob("*.ipynb")):
+    for nb_path in _notebooks(root):
         out[nb_path.stem] = json.loads(nb_path.read_text())["metadata"].get("mfattn", {})
     return out
 
@@ -551,12 +557,13 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
             cpu, cores, threads, isa, py, torch_v, np_v, nb_v = key
             lines.append(f"- {which}: {cpu}, {cores} cores, {threads} torch threads, torch kernels for {isa}; "
                          f"Python {py}, torch {torch_v}, numpy {np_v}, numba {nb_v}.")
-    lines += ["", "| chapter | evidence | of it replicated | hypotheses | checks | external | replication |",
+    lines += ["", "| chapter | evidence | replicated | hypotheses | checks | external | replication |",
               "|---|---|---|---|---|---|---|"]
     rep_ev = replicated_evidence(records)
     for ch, c in counts(records).items():
         def cell(g):
-            return f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
+            n_pass, n_fail = c[(g, "PASS")], c[(g, "FAIL")]
+            return f"{n_pass} PASS" + (f", {n_fail} FAIL" if n_fail else "") if n_pass or n_fail else "none"
 
         r = reps.get(ch)
         fresh = any(x["chapter"] == ch and "replication" in x for x in records)
@@ -565,7 +572,7 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
         elif not fresh:
             rep = "stale: the chapter changed since"
         else:
-            rep = f"{len(r['seeds'])} seeds, {_duration(r.get('seconds'))} of runs"
+            rep = f"{len(r['seeds'])} seeds, {_duration(r.get('seconds'))}"
         n_rep = sum(x["chapter"] == ch for x in rep_ev)
         lines.append(f"| {ch[:2]} | {cell('evidence')} | {n_rep if fresh else '-'} | {cell('hypothesis')} | "
                      f"{cell('check')} | {cell('external')} | {rep} |")
