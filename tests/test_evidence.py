@@ -107,7 +107,8 @@ def test_the_map_and_the_verdicts_link_both_ways(records):
         html = "".join("".join(o.get("data", {}).get("text/html", "")) for cell in nb["cells"]
                        for o in cell.get("outputs", []) if "mfattn" in o.get("metadata", {}))
         for r in (x for x in records if x["chapter"] == ch):
-            assert f'href="../notebooks/{ch}.html#{verdict_anchor(r["claim"])}"' in page
+            if r["ref"]:  # a verdict that bears on no result of the paper is not on the map
+                assert f'href="../notebooks/{ch}.html#{verdict_anchor(r["claim"])}"' in page
             assert f'id="{verdict_anchor(r["claim"])}"' in html, (ch, r["claim"])
             for ref in r["ref"]:
                 assert _slug(ref) in anchors, ref

@@ -117,6 +117,33 @@ def test_the_key_changes_with_the_source_and_with_a_committed_verdict(tmp_path):
     assert k1["source"] == k0["source"] and k1["verdicts"] != k0["verdicts"]
 
 
+@pytest.mark.parametrize("old, new, same", [
+    ("1.15e-16", "9.07e-17", True),   # float64 rounding: nbval reads both as <1e-8
+    ("2.01e-01", "2.04e-01", True),  # a third digit: nbval compares two
+    ("2.00e-01", "2.10e-01", False),  # a change nbval sees
+    ("1.00e-02", "1.00e-03", False),
+])
+def test_the_key_sees_a_printed_value_as_nbval_compares_it(tmp_path, old, new, same):
+    """A rerun whose outputs nbval accepts as the committed ones keeps the replication's key; a
+    change nbval would report does not."""
+    import shutil
+
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(ROOT / "nbval-sanitize.cfg", tmp_path / "nbval-sanitize.cfg")
+    md = tmp_path / "notebooks" / "01-x.md"
+    md.write_text((ROOT / "notebooks" / "07-two-layer-baseline.md").read_text())
+
+    def key_with(measured):
+        rec = dict(kind="check", ref=["(15)"], claim="a residual", measured=measured, predicted="0",
+                   tolerance="+-1e-10", status="PASS")
+        nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {},
+                                                          "metadata": {"mfattn": {"verdicts": [rec]}}}]}]}
+        md.with_suffix(".ipynb").write_text(json.dumps(nb))
+        return rp.key(md)
+
+    assert (key_with(old) == key_with(new)) is same
+
+
 def _rec(claim, value, status, evidence=True):
     return dict(claim=claim, kind="claim", ref=["Thm 4.1"], measured=f"{value:.2e}", value=value,
                 predicted="-0.500", tolerance="", status=status, evidence=evidence)

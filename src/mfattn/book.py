@@ -915,7 +915,25 @@ def _slug(ref: str) -> str:
 
 def verdict_anchor(claim: str) -> str:
     """The anchor of a verdict's row in its chapter: stable under reordering, the same wherever the
-    claim is named (the evidence map links to it)."""
+    claim is named (the evidence map links to it).
+
+    Parameters
+    ----------
+    claim : str
+        The verdict's claim, as its record stores it.
+
+    Returns
+    -------
+    str
+        ``"v-"`` and ten hexadecimal digits of the claim's SHA-1.
+
+    Examples
+    --------
+    >>> from mfattn.book import verdict_anchor
+    >>> a = verdict_anchor("Thm 5.2: slope in N")
+    >>> a.startswith("v-"), len(a), a == verdict_anchor("Thm 5.2: slope in N") != verdict_anchor("other")
+    (True, 12, True)
+    """
     return "v-" + hashlib.sha1(claim.encode()).hexdigest()[:10]
 
 
@@ -946,6 +964,9 @@ def verdict_table_html(verdicts) -> str:
     (True, 1)
     >>> f'id="{verdict_anchor("b")}"' in html
     True
+    >>> ev = check_close("c", 1.0, 1.0, 0.1, kind="derived", counterfactual=(2.0, "twice"))
+    >>> "derived → check" in verdict_table_html([ev]), "claim → check" in html
+    (False, True)
     """
     rows = []
     for v in verdicts:
@@ -953,7 +974,7 @@ def verdict_table_html(verdicts) -> str:
             style = _PASS_STYLE
         else:
             style = _HYP_FAIL_STYLE if v.kind == "hypothesis" else _FAIL_STYLE
-        kind = v.kind if v.counted_as == v.kind or v.kind not in EVIDENCE else f"{v.kind} → check"
+        kind = f"{v.kind} → check" if v.kind in EVIDENCE and not v.evidence else v.kind
         why = f'<br><small>(counted as a check: {_esc(v._kind_text().partition(": ")[2])})</small>' if "→" in kind else ""
         refs = ", ".join(f'<a href="../book/evidence.html#{_slug(r)}">{_esc(r)}</a>' for r in v.ref)
         refs = f"<br><small>bears on {refs}</small>" if refs else ""

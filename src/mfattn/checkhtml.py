@@ -96,7 +96,12 @@ async () => {
           if (first === null) first = Math.round(r.top);
           else if (Math.abs(Math.round(r.top) - first) > 2) { at = i; break; }
         }
-        if (at > 0 && m[0][at - 1] === '-' && /[A-Za-z]/.test(m[0][at])) continue;
+        // a break after a hyphen is typesetting, unless it splits a number: a minus sign ("-2.50") or
+        // an exponent ("2.50e-01") or a range of numbers ("540-560")
+        const w = m[0];
+        const splitsNumber = /[0-9]/.test(w[at]) && (at === 1 || /[0-9]/.test(w[at - 2])
+                             || (w[at - 2] === 'e' && at >= 3 && /[0-9]/.test(w[at - 3])));
+        if (at > 0 && w[at - 1] === '-' && !splitsNumber) continue;
         broken = m[0];
       }
     }
@@ -284,6 +289,9 @@ KNOWN = {
     ("notebooks/05-stability.html", "repr", "omega_u: E(delta)"),
     ("notebooks/05-stability.html", "repr", "risk reached from each start"),
     ("notebooks/05-stability.html", "repr", "same risk at g.omega*"),
+    ("notebooks/03-static-approximation.html", "repr", "rounding of rho_*: slope"),
+    ("notebooks/04-long-time.html", "repr", "convexity G <= gap at every kept measure"),
+    ("notebooks/06-token-particles.html", "repr", "SA descent gelu, beta = 50"),
 }
 
 

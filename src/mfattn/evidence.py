@@ -486,6 +486,15 @@ def provenance(root: Path | str) -> dict:
     -------
     dict
         One entry per ``notebooks/*.ipynb``, sorted by name.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.evidence import provenance
+    >>> prov = provenance(pathlib.Path(mfattn.__file__).resolve().parents[2])
+    >>> all(m["ci_seconds"] >= 0 for m in prov.values())
+    True
     """
     out = {}
     for nb_path in _notebooks(root):
@@ -557,8 +566,9 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
             cpu, cores, threads, isa, py, torch_v, np_v, nb_v = key
             lines.append(f"- {which}: {cpu}, {cores} cores, {threads} torch threads, torch kernels for {isa}; "
                          f"Python {py}, torch {torch_v}, numpy {np_v}, numba {nb_v}.")
-    lines += ["", "| chapter | evidence | replicated | hypotheses | checks | external | replication |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| chapter | evidence | replicated | hypotheses | checks | external |",
+              "|---|---|---|---|---|---|"]
+    rep_lines = ["", "| chapter | replication |", "|---|---|"]
     rep_ev = replicated_evidence(records)
     for ch, c in counts(records).items():
         def cell(g):
@@ -575,8 +585,9 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
             rep = f"{len(r['seeds'])} seeds, {_duration(r.get('seconds'))}"
         n_rep = sum(x["chapter"] == ch for x in rep_ev)
         lines.append(f"| {ch[:2]} | {cell('evidence')} | {n_rep if fresh else '-'} | {cell('hypothesis')} | "
-                     f"{cell('check')} | {cell('external')} | {rep} |")
-    return "\n".join(lines)
+                     f"{cell('check')} | {cell('external')} |")
+        rep_lines.append(f"| {ch[:2]} | {rep} |")
+    return "\n".join(lines + rep_lines)
 
 
 def claims_json(root: Path | str, records: list[dict] | None = None) -> str:

@@ -46,13 +46,41 @@ MIN_REPLICATES = 10
 #: The share of the replicates in which a verdict must come out as committed (see MIN_REPLICATES).
 MIN_RATE = 0.9
 #: The printed fields of a verdict record that the key hashes (the raw numbers beside them change
-#: with the CPU's rounding; these are what nbval compares).
+#: with the CPU's rounding; these are what nbval compares), after the checkout's nbval sanitiser.
 PRINTED = ("kind", "ref", "claim", "measured", "predicted", "tolerance", "status")
+
+
+def _sanitiser(root: Path):
+    """The substitutions of the checkout's ``nbval-sanitize.cfg``, in order, as one function on
+    strings: the key sees a printed field as nbval compares it, so that a rerun whose outputs nbval
+    accepts as the same (a last digit of rounding, a float64 residual of 1e-16 against 9e-17) keeps
+    its replication record."""
+    import configparser
+
+    cfg_path = Path(root, "nbval-sanitize.cfg")
+    if not cfg_path.exists():
+        return lambda x: x
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(cfg_path)
+    subs = [(re.compile(cfg[sec]["regex"]), cfg[sec]["replace"]) for sec in cfg.sections()
+            if "regex" in cfg[sec] and "replace" in cfg[sec]]
+
+    def clean(x):
+        if isinstance(x, str):
+            for rx, rep in subs:
+                x = rx.sub(rep, x)
+            return x
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+
+    return clean
 
 
 def key(src: Path) -> dict:
     """The hashes a replication record is keyed by: the chapter's code cells and the printed fields
-    (:data:`PRINTED`, and the counterfactual's) of its committed verdict records.
+    (:data:`PRINTED`, and the counterfactual's) of its committed verdict records, as the checkout's
+    nbval sanitiser (``nbval-sanitize.cfg``) leaves them.
 
     Parameters
     ----------
@@ -76,7 +104,9 @@ def key(src: Path) -> dict:
     from .runner import _code_cells
 
     src = Path(src)
-    printed = [{k: r.get(k) for k in PRINTED} | {"counterfactual": (r.get("counterfactual") or {}).get("predicted")}
+    clean = _sanitiser(src.resolve().parent.parent)
+    printed = [{k: clean(r.get(k)) for k in PRINTED}
+               | {"counterfactual": clean((r.get("counterfactual") or {}).get("predicted"))}
                for r in _records(src.with_suffix(".ipynb"))]
     return {"source": hashlib.sha256(_code_cells(src).encode()).hexdigest(),
             "verdicts": hashlib.sha256(json.dumps(printed, sort_keys=True).encode()).hexdigest()}
