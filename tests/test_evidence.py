@@ -11,7 +11,7 @@ from mfattn.book import KINDS
 from mfattn.evidence import COMPANION, RESULTS, collect, counts, markdown, table
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from mfattn.evidence import claims_json, collect, status_markdown
 from mfattn.runner import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
 
 
 def test_the_book_renders_committed_notebooks_and_executes_none_of_them():
