@@ -163,12 +163,16 @@ def test_verdict_table_and_config_table():
 
     parser = Rows()
     parser.feed(page)
-    assert parser.rows == ["mfattn-pass", "mfattn-fail"]
+    assert parser.rows == ["mfattn-pass mfattn-kind-claim", "mfattn-fail mfattn-kind-claim"]
     text = "".join(parser.text)
-    assert "x < y & z" in text and "claim; Thm 4.1" in text and "+-1.00e-01" in text
+    # the claim escaped, the result it bears on, the tolerance written for a reader (+- as ±, 0.1)
+    assert "x < y & z" in text and "bears on Thm 4.1" in text and "±0.1" in text
     assert "x < y & z" not in page  # escaped in the markup
     assert page.count("#e3f2e6") == 1 and page.count("#fde2e1") == 1  # PASS and FAIL look different
     assert "1 PASS, 1 FAIL" in text
+    # a failed hypothesis is a finding about the model: styled apart from a failed claim
+    hyp = verdict_table_html([check_close("h", 2.0, 1.0, 0.1, kind="hypothesis")])
+    assert "#fff3cd" in hyp and "#fde2e1" not in hyp
     cfg = resolve_profile({"ci": dict(n=4, eps=1e-3)}, "ci", eps=2e-3)
     import io
     import contextlib

@@ -100,6 +100,8 @@ def _status(app, docname, source):
 def _claims(app):
     from mfattn.evidence import claims_json
 
+    if not Path(app.srcdir, "book", "evidence.md").exists():
+        return  # a single page built with this extension (``python -m mfattn html``): no evidence page
     out = Path(app.srcdir, "book", "_generated")
     out.mkdir(exist_ok=True)
     (out / "claims.json").write_text(claims_json(app.srcdir) + "\n")
@@ -108,9 +110,10 @@ def _claims(app):
 _GROUPS = [("evidence", "evidence"), ("hypothesis", "hypotheses"), ("check", "checks"), ("external", "external")]
 
 
-def glance(chapter: str, records: list[dict]) -> str:
+def glance(chapter: str, records: list[dict], links: bool = True) -> str:
     """The box a chapter page opens with: its verdicts counted by group and status (replicated
-    evidence apart), and its downloads."""
+    evidence apart), and its downloads; ``links``: link the evidence and status pages (a book
+    without them, a new chapter's trial build, gets none)."""
     from mfattn.evidence import replicated_evidence
 
     mine = [r for r in records if r["chapter"] == chapter]
@@ -124,9 +127,11 @@ def glance(chapter: str, records: list[dict]) -> str:
     replicated = any("replication" in r for r in mine)
     rep = (f"{n_rep} of the evidence verdicts replicate in at least 9 of 10 other seeds"
            if replicated else "this chapter's replication is not recorded")
+    kinds = " ({ref}`the kinds <evidence>`)" if links else ""
+    where = " When, where and with what it ran is on the {ref}`status` page." if links else ""
     return (":::{admonition} This chapter at a glance\n:class: tip\n"
-            f"Verdicts of the committed run ({{ref}}`the kinds <evidence>`): {'; '.join(parts)}. {rep}. "
-            "The verdicts close the chapter; when, where and with what it ran is on the {ref}`status` page.\n\n"
+            f"Verdicts of the committed run{kinds}: {'; '.join(parts)}. {rep}. "
+            f"The verdicts close the chapter.{where}\n\n"
             f"Download: {{download}}`the executed notebook <{chapter}.ipynb>` and "
             f"{{download}}`its MyST source <{chapter}.md>` (what `python -m mfattn run` executes).\n:::\n")
 
@@ -167,7 +172,8 @@ def _chapter_head(app, docname, source):
     first = next((i for i, cl in enumerate(cells) if cl["cell_type"] == "markdown"), None)
     if first is None:
         return
-    text = glance(Path(docname).name, collect(app.srcdir))
+    found = app.env.found_docs
+    text = glance(Path(docname).name, collect(app.srcdir), links="book/evidence" in found and "book/status" in found)
     cells.insert(first + 1, {"cell_type": "markdown", "id": "mfattn-at-a-glance", "metadata": {}, "source": text})
     for cl in cells:
         for out in cl.get("outputs", []):
