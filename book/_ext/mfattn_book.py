@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections import Counter
 from pathlib import Path
 
 from pybtex.plugin import register_plugin
@@ -79,14 +78,24 @@ def _drop_duplicate_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = kept
 
 
+def _records(app) -> list[dict]:
+    """The committed chapters' verdict records (:func:`mfattn.evidence.collect`), read once per build
+    and shared by the intro, the status page and every chapter's box."""
+    if getattr(app, "_mfattn_records", None) is None:
+        from mfattn.evidence import collect
+
+        app._mfattn_records = collect(app.srcdir)
+    return app._mfattn_records
+
+
 def _evidence_headline(app, docname, source):
     """The intro's evidence count, computed from the committed chapters at build time (the same
     sentence that opens the evidence map)."""
     if "MFATTN_EVIDENCE_HEADLINE" not in source[0]:
         return
-    from mfattn.evidence import collect, headline
+    from mfattn.evidence import headline
 
-    source[0] = source[0].replace("MFATTN_EVIDENCE_HEADLINE", headline(collect(app.srcdir)))
+    source[0] = source[0].replace("MFATTN_EVIDENCE_HEADLINE", headline(_records(app)))
 
 
 def _status(app, docname, source):
@@ -94,7 +103,7 @@ def _status(app, docname, source):
         return
     from mfattn.evidence import status_markdown
 
-    source[0] = source[0].replace("MFATTN_STATUS", status_markdown(app.srcdir))
+    source[0] = source[0].replace("MFATTN_STATUS", status_markdown(app.srcdir, _records(app)))
 
 
 def _claims(app):
@@ -104,7 +113,7 @@ def _claims(app):
         return  # a single page built with this extension (``python -m mfattn html``): no evidence page
     out = Path(app.srcdir, "book", "_generated")
     out.mkdir(exist_ok=True)
-    (out / "claims.json").write_text(claims_json(app.srcdir) + "\n")
+    (out / "claims.json").write_text(claims_json(app.srcdir, _records(app)) + "\n")
 
 
 _GROUPS = [("evidence", "evidence"), ("hypothesis", "hypotheses"), ("check", "checks"), ("external", "external")]
@@ -114,16 +123,18 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
     """The box a chapter page opens with: its verdicts counted by group and status (replicated
     evidence apart), and its downloads; ``links``: link the evidence and status pages (a book
     without them, a new chapter's trial build, gets none)."""
-    from mfattn.evidence import replicated_evidence
+    from collections import Counter
+
+    from mfattn.evidence import counts, replicated_evidence
 
     mine = [r for r in records if r["chapter"] == chapter]
-    c = Counter((r["group"], r["status"]) for r in mine)
+    c = counts(mine).get(chapter, Counter())
     parts = []
     for g, name in _GROUPS:
         n_pass, n_fail = c[(g, "PASS")], c[(g, "FAIL")]
         if n_pass or n_fail:
             parts.append(f"{name}: {n_pass} PASS, {n_fail} FAIL")
-    n_rep = len([r for r in replicated_evidence(mine)])
+    n_rep = len(replicated_evidence(mine))
     replicated = any("replication" in r for r in mine)
     rep = (f"{n_rep} of the evidence verdicts replicate in at least 9 of 10 other seeds"
            if replicated else "this chapter's replication is not recorded")
@@ -165,15 +176,13 @@ def _run_values(cells) -> dict:
 def _chapter_head(app, docname, source):
     if not docname.startswith("notebooks/"):
         return
-    from mfattn.evidence import collect
-
     nb = json.loads(source[0])
     cells = nb["cells"]
     first = next((i for i, cl in enumerate(cells) if cl["cell_type"] == "markdown"), None)
     if first is None:
         return
     found = app.env.found_docs
-    text = glance(Path(docname).name, collect(app.srcdir), links="book/evidence" in found and "book/status" in found)
+    text = glance(Path(docname).name, _records(app), links="book/evidence" in found and "book/status" in found)
     cells.insert(first + 1, {"cell_type": "markdown", "id": "mfattn-at-a-glance", "metadata": {}, "source": text})
     for cl in cells:
         for out in cl.get("outputs", []):
