@@ -33,6 +33,25 @@ CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <figure><img src="a.png" alt="a red square"><figcaption>beta = 4.0, the run's value (<code>mfattn</code>)</figcaption></figure>
 <div class="cell_output"><pre>verdicts: 2. flag = True, N = 16</pre></div>"""
 
+def _player() -> str:
+    """A real player from mfattn.plotting.animation: a dot moving across three frames."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mfattn import plotting
+
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.set(xlim=(0, 1), ylim=(0, 1))
+    (dot,) = ax.plot([0.1], [0.5], "o")
+    return plotting.animation(fig, lambda i: dot.set_data([0.1 + 0.4 * i], [0.5]), 3, alt="a dot moving right",
+                              interval=50).data
+
+
+PLAYER = _player()
+CLEAN += f"<figure>{PLAYER}<figcaption>Figure 2: a dot moving right.</figcaption></figure>"
+
 FAULTS = {
     "console": "<p>text</p><script>console.error('boom')</script>",
     "uncaught": "<p>text</p><script>undefinedFunction()</script>",
@@ -53,11 +72,16 @@ FAULTS = {
     "bare_true": '<div class="cell_output"><pre>some text\nTrue</pre></div>',
     "true_in_sentence": '<div class="cell_output"><pre>same risk from every start: True</pre></div>',
     "float_dump": '<div class="cell_output"><pre>risk reached: 1.3590807287</pre></div>',
+    # a player whose play button does nothing: its frames never advance
+    "frozen_animation": "<figure>" + PLAYER.replace(".play_animation()", ".toString()")
+                        + "<figcaption>Figure 3: a dot.</figcaption></figure>",
+    "animation_caption": f"<div>{PLAYER}</div>",
 }
 EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "request", "math": "math",
                  "tex_in_text": "math", "alt": "alt", "alt_is_path": "alt", "caption": "caption", "wide": "width",
                  "cut_output": "width", "dollar_tex": "math", "broken_number": "table", "caption_name": "caption",
-                 "bare_true": "repr", "true_in_sentence": "repr", "float_dump": "repr"}
+                 "bare_true": "repr", "true_in_sentence": "repr", "float_dump": "repr",
+                 "frozen_animation": "animation", "animation_caption": "caption"}
 
 
 @pytest.fixture(scope="module")

@@ -35,3 +35,43 @@ def test_panels_bad_input():
         plotting.panels(0)
     with pytest.raises(ValueError, match="height"):
         plotting.panels(2, height=-1)
+
+
+def _frames(html: str) -> list[bytes]:
+    """The PNG frames the player embeds, decoded."""
+    import base64
+    import re
+
+    return [base64.b64decode(m.replace("\\", "").replace("\n", "")) for m in re.findall(r'data:image/png;base64,([A-Za-z0-9+/=\\\n]+)"', html)]
+
+
+def test_animation_embeds_every_frame_as_drawn_at_the_animation_dpi():
+    import io
+
+    from PIL import Image
+
+    with matplotlib.rc_context(plotting.STYLE):  # savefig.dpi 100 there: the frames must not use it
+        fig, ax = plt.subplots(figsize=(2.0, 1.5))
+        ax.set(xlim=(0, 1), ylim=(0, 1))
+        (dot,) = ax.plot([0.1], [0.1], "o")
+        moved = []
+        html = plotting.animation(fig, lambda i: moved.append(i) or dot.set_data([0.1 + 0.2 * i], [0.5]), 5,
+                                  alt='a dot "moving" right').data
+    frames = _frames(html)
+    assert len(frames) == 5 and sorted(set(moved)) == [0, 1, 2, 3, 4]
+    assert len(set(frames)) == 5  # every frame differs: update() drew each one
+    size = Image.open(io.BytesIO(frames[0])).size
+    assert size == (round(2.0 * plotting.ANIMATION_DPI), round(1.5 * plotting.ANIMATION_DPI))
+    assert 'alt="a dot &quot;moving&quot; right" id="_anim_img' in html  # escaped, on the player's image
+    assert "http://" not in html and "https://" not in html  # nothing fetched from another machine
+    assert not plt.fignum_exists(fig.number)  # closed: the chapter shows the player only
+
+
+@pytest.mark.parametrize("kw, name", [(dict(frames=1), "frames"), (dict(frames=2.0), "frames"),
+                                      (dict(alt=" "), "alt"), (dict(interval=0), "interval")])
+def test_animation_refuses_bad_arguments(kw, name):
+    fig, ax = plt.subplots()
+    args = dict(frames=3, alt="a picture") | kw
+    with pytest.raises(ValueError, match=name):
+        plotting.animation(fig, lambda i: None, args.pop("frames"), **args)
+    plt.close(fig)

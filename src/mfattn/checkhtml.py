@@ -16,6 +16,9 @@ page and MathJax have finished, the checker fails on
   longest word);
 * ``repr``: an output line that is a bare Python value (``True``, ``None``, ``tensor(...)``, an
   object's address, a float printed to eight or more decimals, ``True`` in a sentence);
+* ``animation``: an animation (matplotlib's ``to_jshtml`` player) whose frames do not advance when
+  its play button is pressed, or that has no picture, slider or play button (it needs a caption,
+  like a figure);
 * ``width``: an element wider than the text column, or cut by its own scroll box (an output, a
   table or an equation a reader would have to scroll sideways). Code *inputs* scroll like code in
   any documentation and are not checked.
@@ -160,6 +163,28 @@ async () => {
     if (clips && st.display !== 'inline' && el.scrollWidth > el.clientWidth + 1) {
       faults.push(['width', `content ${el.scrollWidth} px cut to ${el.clientWidth} px: ` + describe(el)]);
       flagged.push(el);
+    }
+  }
+  // animations (matplotlib's to_jshtml player): press play; the slider and the picture must move on,
+  // and the player, like a figure, needs a caption
+  for (const [k, div] of Array.from(col.querySelectorAll('div.animation')).entries()) {
+    const img = div.querySelector('img');
+    const slider = div.querySelector('input[type=range]');
+    const play = div.querySelector('button[title="Play"]');
+    const name = `animation ${k + 1} of the page`;
+    if (!img || !slider || !play) { faults.push(['animation', `${name}: no picture, slider or play button`]); continue; }
+    const fig = div.closest('figure');
+    const cap = fig && fig.querySelector('figcaption');
+    if (!cap || !cap.innerText.trim()) faults.push(['caption', `${name} without a caption`]);
+    const v0 = Number(slider.value), src0 = img.getAttribute('src');
+    play.click();
+    await new Promise(r => setTimeout(r, 1500));
+    const v1 = Number(slider.value), src1 = img.getAttribute('src');
+    const pause = div.querySelector('button[title="Pause"]');
+    if (pause) pause.click();
+    if (!(v1 > v0) || src1 === src0) {
+      faults.push(['animation', `${name}: the frames did not advance after play (frame ${v0} to ${v1}` +
+                                 (src1 === src0 ? ', the same picture)' : ')')]);
     }
   }
   return faults;

@@ -5,7 +5,8 @@ The book's text column is about 690 px wide at a 1280 px window. A figure made b
 nearly its own size, and its fonts (:data:`STYLE`) read like the body text's small print. At
 most two panels share a row; more panels wrap onto further rows, and an odd last panel takes a
 whole row. Chapters call :func:`use` once
-and draw every figure through :func:`panels`.
+and draw every figure through :func:`panels`. :func:`animation` turns a figure and a frame
+function into a moving picture that plays in the page with nothing fetched from another machine.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import math
 
 import numpy as np
 
-__all__ = ["COLUMN_WIDTH", "DPI", "STYLE", "panels", "use"]
+__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "animation", "panels", "use"]
 
 COLUMN_WIDTH = 6.9  # inches: the book's column at DPI
 DPI = 100
+#: Dots per inch of an animation's frames: every frame is a PNG inside the page, so frames are
+#: drawn coarser than still figures to keep a chapter page within a few megabytes.
+ANIMATION_DPI = 80
 
 STYLE = {
     "figure.dpi": DPI,
@@ -123,3 +127,77 @@ def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, shar
             share["sharey"] = axes[0]
         axes.append(fig.add_subplot(spec, **share))
     return fig, np.array(axes)
+
+
+def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
+    """A moving picture that plays in the page: ``update(i)`` redraws ``fig`` for frame ``i`` (``0 <=
+    i < frames``), and matplotlib's ``FuncAnimation.to_jshtml`` embeds every frame as a PNG in one
+    piece of HTML with its own player (play, pause, step, a slider), so the page plays it offline.
+
+    The frames are drawn at :data:`ANIMATION_DPI`; the figure is closed afterwards, so the chapter
+    shows the animation only. A chapter glues the result (``myst_nb.glue(name, ..., display=False)``)
+    and shows it with a ``{glue:figure}`` directive, which numbers and captions it like a figure.
+    Used by chapter 06.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure to animate.
+    update : callable
+        ``update(i)`` draws frame ``i`` on ``fig`` (its return value is ignored).
+    frames : int
+        The number of frames, at least 2.
+    alt : str
+        Text describing the picture for readers who cannot see it (the player's image's ``alt``).
+    interval : int, optional
+        Milliseconds between frames when playing; default 120.
+
+    Returns
+    -------
+    IPython.display.HTML
+        The player, with the frames inside.
+
+    Raises
+    ------
+    ValueError
+        If ``frames`` is not an integer of at least 2, ``alt`` is empty, or ``interval`` is not a
+        positive integer.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.plotting import animation
+    >>> fig, ax = plt.subplots(figsize=(2, 2))
+    >>> (dot,) = ax.plot([0.0], [0.0], "o")
+    >>> html = animation(fig, lambda i: dot.set_data([i / 3], [i / 3]), 4, alt="a dot moving up")
+    >>> html.data.count("data:image/png;base64,"), 'alt="a dot moving up"' in html.data
+    (4, True)
+    """
+    import html as html_escape
+    import re
+
+    import matplotlib as mpl
+    import matplotlib.pyplot as plt
+    from IPython.display import HTML
+    from matplotlib.animation import FuncAnimation
+
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 2:
+        raise ValueError(f"frames: expected an integer number of frames of at least 2, got {frames!r}")
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError("alt: expected a non-empty description of the animation")
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        raise ValueError(f"interval: expected a positive number of milliseconds, got {interval!r}")
+    anim = FuncAnimation(fig, update, frames=frames, interval=interval, blit=False, repeat=False)
+    try:
+        with mpl.rc_context({"savefig.dpi": ANIMATION_DPI}):  # the writer saves at savefig.dpi
+            text = anim.to_jshtml(fps=1000 / interval, default_mode="once")
+    finally:
+        plt.close(fig)
+    # the player links its icon font from a CDN: the book's theme ships Font Awesome, which names
+    # the same icons, so the page fetches nothing from another machine
+    text = re.sub(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*>', "", text)
+    # the player's <img> has no alt text of its own
+    text = text.replace('<img id="_anim_img', f'<img alt="{html_escape.escape(alt.strip())}" id="_anim_img', 1)
+    return HTML(text)
