@@ -57,6 +57,25 @@ def test_tagged_characteristic_of_a_reference_particle_is_that_particle(task):
     assert float((ref.population[-1] - P0).abs().max()) > 1e-3
 
 
+def test_reference_flow_keeps_the_population_at_the_steps_asked_for(task):
+    """keep_at between recordings: the population kept after step k is the flow's own state there,
+    as a flow recording at every step (an independent path through the recordings) has it."""
+    P0 = cloud(task, 8, 6)
+    every = reference_flow(task.model, task.data, P0, T=0.5, step=0.05, record_every=0.05, progress=False,
+                           keep_stages=False)
+    sparse = reference_flow(task.model, task.data, P0, T=0.5, step=0.05, record_every=0.5, keep=0,
+                            keep_stages=False, keep_at=[0, 3, 7, 10], progress=False)
+    assert sorted(sparse.kept) == [0, 3, 7, 10] and sparse.population.shape[1] == 0
+    for k, W in sparse.kept.items():
+        torch.testing.assert_close(W, every.population[k], rtol=0, atol=0)
+    assert float((sparse.kept[7] - sparse.kept[3]).abs().max()) > 1e-4  # they moved in between
+    assert every.kept is None
+    for bad in ([11], [-1], [2.0], [True]):
+        with pytest.raises(ValueError, match="keep_at"):
+            reference_flow(task.model, task.data, P0, T=0.5, step=0.05, record_every=0.5, keep_at=bad,
+                           progress=False)
+
+
 def test_full_batch_gd_error_halves_when_eps_halves(task):
     """GD has no martingale term: its distance to the N-particle flow is the Euler error O(eps)."""
     h0 = cloud(task, 8, 5)

@@ -467,6 +467,9 @@ class ReferenceFlow:
         Every particle at time ``T``.
     stats : dict of str to Tensor (R,), float64, or None
         The values of each requested statistic of all particles.
+    kept : dict of int to Tensor (N_ref, d_omega), or None
+        Every particle after the steps asked for with ``keep_at`` (the key is the step index ``k``,
+        the time ``k * step``; 0 is the start); ``None`` when none was asked for.
 
     Examples
     --------
@@ -496,6 +499,7 @@ class ReferenceFlow:
     stage_residuals: torch.Tensor | None  # (K, 4, n, L, d_x) G at every Runge-Kutta stage, scaled by 1/(nL)
     final: torch.Tensor | None = None  # (N_ref, d_omega) every particle at time T
     stats: dict | None = None  # name -> (R,) values of the requested statistics of all particles
+    kept: dict | None = None  # step index -> (N_ref, d_omega) every particle at the steps of ``keep_at``
 
     def characteristics(self, omega0: torch.Tensor, *, progress: bool = False) -> torch.Tensor:
         """Tagged characteristics: the points ``omega0 (M, d_omega)`` moved by the reference drift
@@ -573,6 +577,7 @@ def reference_flow(
     keep_stages: bool = True,
     keep: int | None = None,
     statistics: dict | None = None,
+    keep_at=(),
     progress: bool = True,
 ) -> ReferenceFlow:
     r"""Integrate the characteristics (21), :math:`\dot W = -2\zeta(t)\nabla\Phi(W;\rho_t)`, of the
@@ -587,7 +592,9 @@ def reference_flow(
     residuals would fill the memory); :meth:`ReferenceFlow.characteristics` then cannot be called.
     ``keep`` records only the first ``keep`` particles (0: none; all by default) and ``statistics``, a
     dict of functions ``particles (N, d_omega) -> float``, is evaluated on all of them at every
-    recording time; the last population is always returned whole, as ``final``.
+    recording time; the last population is always returned whole, as ``final``. ``keep_at`` keeps
+    the whole population at a few chosen steps between the recordings (the frames of chapter 04's
+    animation of a long run, whose recordings keep no particles).
 
     Parameters
     ----------
@@ -611,14 +618,17 @@ def reference_flow(
         Number of particles recorded (the first ones, possibly 0); all when ``None``.
     statistics : dict of str to callable, optional
         Functions of all the particles ``(N_ref, d_omega) -> float``, recorded under their names.
+    keep_at : iterable of int, optional
+        Step indices ``k`` (``0 <= k <= T / step``) after which every particle is kept, in
+        ``kept[k]`` (time ``k * step``).
     progress : bool, default True
         Show a progress bar over the steps.
 
     Returns
     -------
     ReferenceFlow
-        The recordings at ``R = T / record_every + 1`` times, the final population and the stage
-        residuals.
+        The recordings at ``R = T / record_every + 1`` times, the final population, the stage
+        residuals and the populations kept at ``keep_at``.
 
     Raises
     ------
@@ -648,6 +658,12 @@ def reference_flow(
     statistics = dict(statistics or {})
     if not all(callable(f) for f in statistics.values()):
         raise ValueError("statistics: expected a dict of callables particles -> float")
+    n_steps = per_record * n_records
+    keep_at = list(keep_at)
+    if not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= n_steps for k in keep_at):
+        raise ValueError(f"keep_at: expected step indices from 0 to T / step = {n_steps}, got {keep_at!r}")
+    keep_at = set(keep_at)
+    kept = {0: W.clone()} if 0 in keep_at else {}
     X, Y = data.X, data.Y
     stages = []
     pop, risk, diss = [W[:keep].clone()], [], []
@@ -662,10 +678,12 @@ def reference_flow(
             stages[-1].append(G)
         return g
 
-    bar = progress_bar(range(per_record * n_records), enabled=progress, desc="reference flow", leave=False)
+    bar = progress_bar(range(n_steps), enabled=progress, desc="reference flow", leave=False)
     for k in bar:
         stages.append([])
         W = _rk4_step(zeta, k * step, step, W, grad)
+        if k + 1 in keep_at:
+            kept[k + 1] = W.clone()
         if keep_stages:
             stages[-1] = torch.stack(stages[-1])
         else:
@@ -686,6 +704,7 @@ def reference_flow(
         torch.tensor(diss, dtype=torch.float64), torch.stack(pop),
         torch.stack(stages) if keep_stages else None, W,
         {k: torch.tensor(v, dtype=torch.float64) for k, v in rec_stats.items()} if statistics else None,
+        kept if keep_at else None,
     )
 
 

@@ -137,7 +137,7 @@ def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     The frames are drawn at :data:`ANIMATION_DPI`; the figure is closed afterwards, so the chapter
     shows the animation only. A chapter glues the result (``myst_nb.glue(name, ..., display=False)``)
     and shows it with a ``{glue:figure}`` directive, which numbers and captions it like a figure.
-    Used by chapter 06.
+    Used by chapters 02, 04 and 06.
 
     Parameters
     ----------
