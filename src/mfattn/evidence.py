@@ -23,47 +23,47 @@ __all__ = ["RESULTS", "COMPANION", "collect", "group", "flag", "table", "counts"
 # (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it
 #  [, a note shown beside its verdicts])
 RESULTS = [
-    ("Lemma 2.1", "the softmax is 1/2-Lipschitz", ""),
-    ("Assumption 3.1", "the learning-rate profile zeta is bounded, Lipschitz, with a divergent integral",
-     "an assumption on the user's choice, met by construction: chapter 02 uses zeta = 1, chapter 04 a constant and a "
+    ("Lemma 2.1", "the softmax is $\\tfrac12$-Lipschitz", ""),
+    ("Assumption 3.1", "the learning-rate profile $\\zeta$ is bounded, Lipschitz, with a divergent integral",
+     "an assumption on the user's choice, met by construction: chapter 02 uses $\\zeta=1$, chapter 04 a constant and a "
      "decaying profile, both bounded, Lipschitz and with a divergent integral"),
     ("Prop. 3.4", "attention features are smooth, with polynomial constants, on balls", ""),
-    ("Assumption 3.2", "every measure is supported in one compact K (smoothness on invariant compact sets)",
+    ("Assumption 3.2", "every measure is supported in one compact $K$ (smoothness on invariant compact sets)",
      "no experiment yet"),
     ("Remark 3.3", "compactness of the trajectories is what the finite-time and the long-time results need",
      "qualitative: it says which hypothesis each result needs; chapter 02 measures Assumption 3.2 on the heads "
      "and chapter 04 the support radius along the flow"),
-    ("Remark 3.5", "C_m depends on L and on norm bounds only: no separate dependence on d_x or d_v",
+    ("Remark 3.5", "$C_m$ depends on $L$ and on norm bounds only: no separate dependence on $d_x$ or $d_v$",
      "no experiment yet; chapter 01 measures the growth of the constants, which is what the remark is about"),
-    ("Thm 4.1", "inf E_N - inf E <= C / sqrt(N) (14)", ""),
+    ("Thm 4.1", "$\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14)", ""),
     ("Remark 4.2", "comparison with the classical (square-loss) mean-field rate", ""),
-    ("Thm 4.3", "a measure is optimal iff its support minimises Phi over K (16)", ""),
+    ("Thm 4.3", "a measure is optimal iff its support minimises $\\Phi$ over $K$ (16)", ""),
     ("Definition 5.1", "weak solutions of the continuity equation (20)",
      "a definition: chapter 02's reference flow solves (20) through its characteristics (21), whose law is a weak "
      "solution in this sense"),
-    ("Thm 5.2", "SGD heads follow the mean-field flow: N^-1/2, eps^1/2 and eps terms", ""),
+    ("Thm 5.2", "SGD heads follow the mean-field flow: $N^{-1/2}$, $\\varepsilon^{1/2}$ and $\\varepsilon$ terms", ""),
     ("Remark 5.3", "the estimate is a propagation-of-chaos statement in Sznitman's spirit, with a nonlinear "
      "cross-entropy residual in the drift",
      "qualitative: a comparison with the literature; chapter 07 sets the heads beside a two-layer network, where "
      "the same coupling is measured"),
-    ("Thm 6.1", "energy dissipation dE/dt = -I (38), (39)", ""),
+    ("Thm 6.1", "energy dissipation $\\mathrm d\\mathcal E/\\mathrm dt=-\\mathcal I$ (38), (39)", ""),
     ("Remark 6.2", "(38) is the energy dissipation equality of a Wasserstein gradient flow",
      "qualitative: an interpretation of Theorem 6.1, whose identity (39) chapter 04 measures"),
-    ("Thm 6.3", "stationary solutions have grad Phi = 0 on their support", ""),
+    ("Thm 6.3", "stationary solutions have $\\nabla\\Phi=0$ on their support", ""),
     ("Remark 6.4", "stationarity is not optimality",
      "qualitative here, and shown under Thm 4.3: chapter 03 measures stationary measures whose certificate gap is "
      "positive"),
     ("Remark 6.5", "an interior global minimiser that meets the support condition is stationary",
      "a one-line consequence of Theorem 4.3 with differentiability; chapter 03's optimum inside K is stationary "
      "to the solver's accuracy, a check of the solver rather than of the remark"),
-    ("Thm 6.6 hyp.", "the trajectory is precompact in W1 (the hypothesis of Theorem 6.6)", "no experiment yet"),
-    ("Thm 6.6.1", "E(rho_t) converges", ""),
-    ("Thm 6.6.2", "I(rho_t) -> 0", ""),
-    ("Thm 6.6.3", "every W1 limit point is stationary",
-     "cannot be tested on a finite horizon: a run up to T has no sequences t_n -> infinity; chapter 04, "
+    ("Thm 6.6 hyp.", "the trajectory is precompact in $W_1$ (the hypothesis of Theorem 6.6)", "no experiment yet"),
+    ("Thm 6.6.1", "$\\mathcal E(\\rho_t)$ converges", ""),
+    ("Thm 6.6.2", "$\\mathcal I(\\rho_t)\\to0$", ""),
+    ("Thm 6.6.3", "every $W_1$ limit point is stationary",
+     "cannot be tested on a finite horizon: a run up to $T$ has no sequences $t_n\\to\\infty$; chapter 04, "
      "'What a finite horizon cannot test', derives why, and measures the hypothesis (Thm 6.6 hyp.) and item 2 "
      "that the proof uses"),
-    ("Thm 6.6.4", "the omega-limit set is nonempty, compact, connected, stationary",
+    ("Thm 6.6.4", "the $\\omega$-limit set is nonempty, compact, connected, stationary",
      "cannot be tested on a finite horizon: every finite set of measures is compact; chapter 04, 'What a finite "
      "horizon cannot test'"),
     ("Thm 6.6.5", "convergence to a single stationary solution when the stationary set is totally disconnected",
@@ -76,17 +76,17 @@ RESULTS = [
     ("Remark 6.7", "an inward-pointing field on a sphere confines the flow (precompactness)", ""),
     ("Prop. 6.9", "compactly supported trajectories are precompact", "no experiment yet",
      "the conclusion is Prokhorov's theorem and holds for every family supported in K; only the hypothesis "
-     "supp rho_t in K says something about the flow, and that is what the verdict measures (chapter 04)"),
-    ("Thm 6.10", "Kurdyka-Lojasiewicz rates for E(rho_t) - E_inf", ""),
-    ("Remark 6.11", "sources of KL: a finite-atomic analytic reduction (some theta < 1), a local PL estimate "
-     "(theta = 1/2)", "no experiment yet"),
-    ("Remark 6.12", "with zeta >= zeta_- the KL rates hold in physical time: algebraic, t^(-1/(2 theta - 1))",
+     "$\\operatorname{supp}\\rho_t\\subset K$ says something about the flow, and that is what the verdict measures (chapter 04)"),
+    ("Thm 6.10", "Kurdyka–Łojasiewicz rates for $\\mathcal E(\\rho_t)-\\mathcal E_\\infty$", ""),
+    ("Remark 6.11", "sources of KL: a finite-atomic analytic reduction (some $\\theta<1$), a local PL estimate "
+     "($\\theta=\\tfrac12$)", "no experiment yet"),
+    ("Remark 6.12", "with $\\zeta\\ge\\zeta_-$ the KL rates hold in physical time: algebraic, $t^{-1/(2\\theta-1)}$",
      "no experiment yet"),
-    ("Remark 6.13", "comparison with finite-dimensional Lojasiewicz theory",
+    ("Remark 6.13", "comparison with finite-dimensional Łojasiewicz theory",
      "no quantitative statement: the remark says that the paper does not claim the KL inequality; whether it "
      "holds is measured under Thm 6.10 and Remark 6.11 (chapter 04, 'What a finite horizon cannot test')"),
     ("Section 8", "convergence to minimisers: the stationary limit satisfies the support condition", ""),
-    ("Section 8 PL", "a PL inequality I >= 2 lambda (E - E_min) where the flow goes: exponential rate, global limits",
+    ("Section 8 PL", "a PL inequality $\\mathcal I\\ge2\\lambda(\\mathcal E-\\mathcal E_{\\min})$ where the flow goes: exponential rate, global limits",
      ""),
     ("Thm 7.1", "local Wasserstein exponential stability under strong monotonicity (45), (46)", ""),
     ("Remark 7.2", "a checkable sufficient condition for strong monotonicity", "no experiment yet"),
@@ -94,42 +94,42 @@ RESULTS = [
     ("Remark 7.4", "Lions-lift interpretation of strong monotonicity", "no experiment yet"),
     ("Thm 7.5", "Dirac stationarity and local stability under (52)", ""),
     ("Remark 7.6", "Dirac stability is the mean-field analogue of a particle-level Hessian test",
-     "qualitative: a comparison; chapter 05 measures the two Hessians H0 and H_tr that the analogy concerns"),
-    ("Remark 7.7", "H0 > 0 is sufficient, not necessary: translations feel H_tr = H0 + E[J'SJ] (59)", ""),
-    ("Thm 7.8", "translation instability when H_tr has a negative direction", ""),
+     "qualitative: a comparison; chapter 05 measures the two Hessians $H_0$ and $H_{\\rm tr}$ that the analogy concerns"),
+    ("Remark 7.7", "$H_0\\succ0$ is sufficient, not necessary: translations feel $H_{\\rm tr}=H_0+\\mathbb E[J^\\top SJ]$ (59)", ""),
+    ("Thm 7.8", "translation instability when $H_{\\rm tr}$ has a negative direction", ""),
     ("Remark 7.9", "Theorem 7.8 is the mean-field analogue of saddle instability",
      "qualitative: a comparison; chapter 05 measures the rates of Theorem 7.8 at a saddle"),
-    ("(12)", "Phi is the first variation of E", ""),
-    ("(13)", "grad Phi, the drift of the flow", ""),
-    ("(15)", "the i.i.d. logit error is O(N^-1/2)", ""),
-    ("(17)", "the stochastic gradient G_i of one sequence", ""),
-    ("(18)", "G_i is unbiased, with variance O(1/S)", ""),
+    ("(12)", "$\\Phi$ is the first variation of $\\mathcal E$", ""),
+    ("(13)", "$\\nabla\\Phi$, the drift of the flow", ""),
+    ("(15)", "the i.i.d. logit error is $O(N^{-1/2})$", ""),
+    ("(17)", "the stochastic gradient $G_i$ of one sequence", ""),
+    ("(18)", "$G_i$ is unbiased, with variance $O(1/S)$", ""),
     ("(24)", "test-function discrepancy between SGD and the flow", ""),
-    ("(23)", "the error profile Err_{N,eps,T}(z) of Theorem 5.2",
-     "its terms are Theorem 5.2's: chapter 02's verdicts under Thm 5.2 measure its N^-1/2, eps^1/2 and eps terms"),
+    ("(23)", "the error profile $\\mathrm{Err}_{N,\\varepsilon,T}(z)$ of Theorem 5.2",
+     "its terms are Theorem 5.2's: chapter 02's verdicts under Thm 5.2 measure its $N^{-1/2}$, $\\varepsilon^{1/2}$ and $\\varepsilon$ terms"),
     ("(25)", "risk discrepancy between SGD and the flow", ""),
-    ("(36)", "the pathwise error e_i of the tagged characteristics", ""),
+    ("(36)", "the pathwise error $e_i$ of the tagged characteristics", ""),
     ("(39)", "the integrated energy identity", ""),
     ("(42)", "the time change between learning-rate profiles", ""),
-    ("(45)", "strong monotonicity kappa", ""),
-    ("(46)", "the Gronwall bound on W2 under (45)", ""),
-    ("(47)", "strong monotonicity of the lifted gradient D E~(W) = grad Phi(W; L(W))", ""),
-    ("(48)", "the lifted risk's second derivative is at least kappa E|W_delta|^2", ""),
+    ("(45)", "strong monotonicity $\\kappa$", ""),
+    ("(46)", "the Grönwall bound on $W_2$ under (45)", ""),
+    ("(47)", "strong monotonicity of the lifted gradient $D\\tilde{\\mathcal E}(W)=\\nabla\\Phi(W;\\mathcal L(W))$", ""),
+    ("(48)", "the lifted risk\'s second derivative is at least $\\kappa\\,\\mathbb E\\lVert W_\\delta\\rVert^2$", ""),
     ("(49)", "the second derivative of the lifted risk: particle term plus interaction term", ""),
-    ("(50)", "H0, the Hessian of Phi at a Dirac stationary point", ""),
+    ("(50)", "$H_0$, the Hessian of $\\Phi$ at a Dirac stationary point", ""),
     ("(51)", "Dirac stationarity", ""),
-    ("(52)", "H0 positive definite (Theorem 7.5's hypothesis)", ""),
-    ("(53)", "Theorem 7.5's W2 contraction rate under (52)",
+    ("(52)", "$H_0$ positive definite (Theorem 7.5\'s hypothesis)", ""),
+    ("(53)", "Theorem 7.5\'s $W_2$ contraction rate under (52)",
      "no case to test: (52) fails at every Dirac stationary point of this model with full-rank blocks (chapter 05, "
      "interlacing), so the contraction it would give has nothing to act on"),
-    ("(59)", "H_tr, the translation Hessian", ""),
+    ("(59)", "$H_{\\rm tr}$, the translation Hessian", ""),
 ]
 
 # results of the companion texts that chapters test (not listed as results of 2606.10469)
 COMPANION = [
     ("alvarezlopez2026perceptrons Thm 3.5", "with a perceptron, descent does not end in a single cluster"),
     ("alvarezlopez2026perceptrons energy", "the token dynamics are gradient flows of the interaction energy"),
-    ("alvarezlopez2026perceptrons clustering", "without a perceptron, small beta ends in one cluster"),
+    ("alvarezlopez2026perceptrons clustering", "without a perceptron, small $\\beta$ ends in one cluster"),
 ]
 
 KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION}
@@ -294,7 +294,7 @@ def table(records: list[dict]) -> list[dict]:
     True
     >>> row = next(r for r in rows if r["result"] == "Thm 4.1")
     >>> row["what"], [v["claim"] for v in row["verdicts"]], row["reason"]
-    ('inf E_N - inf E <= C / sqrt(N) (14)', ['error vs N'], '')
+    ('$\\\\inf\\\\mathcal E_N-\\\\inf\\\\mathcal E\\\\le C/\\\\sqrt N$ (14)', ['error vs N'], '')
     >>> rows[0]["result"], rows[0]["verdicts"], rows[0]["reason"]
     ('Lemma 2.1', [], 'no verdict names it yet')
     """
@@ -445,7 +445,7 @@ def markdown(records: list[dict]) -> str:
     >>> print(lines[2])
     | [02-finite-n](../notebooks/02-finite-n.ipynb) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
     >>> print(next(line for line in lines if "Thm 4.1 |" in line))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
-    | <span id="r-thm-4-1"></span>Thm 4.1 | inf E_N - inf E <= C / sqrt(N) (14) | <span class="mfattn-tag
+    | <span id="r-thm-4-1"></span>Thm 4.1 | $\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14) | <span class="mfattn-tag
     mfattn-pass">PASS</span> claim: error vs N (<a href="../notebooks/02-finite-n.html#v-...">02</a>;
     *weak: no counterfactual named, counted as a check*) |
     """
