@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from mfattn.evidence import claims_json, collect, status_markdown
-from mfattn.runner import provenance
+from mfattn.runner import code_state, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
@@ -59,6 +59,11 @@ def test_provenance_names_the_commit_and_whether_the_code_differed(tmp_path):
     _git(tmp_path, "checkout", "-q", "--", "src")
     src.write_text("# y\n")
     assert provenance(src, 1, "ci")["dirty"] is True
+    # the state taken as a run started is what the record says, whatever the checkout holds at its end
+    _git(tmp_path, "checkout", "-q", "--", "notebooks")
+    start = code_state(src)
+    (tmp_path / "src" / "mfattn" / "a.py").write_text("x = 3\n")
+    assert provenance(src, 1, "ci", start)["dirty"] is False and provenance(src, 1, "ci")["dirty"] is True
     # outside a checkout: no commit, and no claim about it
     (tmp_path / "lone").mkdir()
     lone = tmp_path / "lone" / "02-y.md"

@@ -316,7 +316,6 @@ KNOWN = {
     ("notebooks/05-stability.html", "repr", "same risk at g.omega*"),
     ("notebooks/03-static-approximation.html", "repr", "rounding of rho_*: slope"),
     ("notebooks/04-long-time.html", "repr", "convexity G <= gap at every kept measure"),
-    ("notebooks/06-token-particles.html", "repr", "SA descent gelu, beta = 50"),
 }
 
 

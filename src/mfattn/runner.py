@@ -148,7 +148,32 @@ def _git(*args, cwd) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def provenance(src, seconds: float, profile: str) -> dict:
+def code_state(src) -> dict:
+    """The commit of the checkout holding ``src`` and whether the engine (``src/mfattn``) or the
+    chapter differ from it: ``{"commit": sha or None, "dirty": bool or None}`` (``None`` outside a
+    git checkout). ``run CH --inplace`` takes it when the run starts, since the kernel loads the code
+    then, and work on the checkout during a long run does not change what ran.
+
+    Parameters
+    ----------
+    src : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    dict
+        ``commit`` and ``dirty``.
+    """
+    src = Path(src).resolve()
+    root = _git("rev-parse", "--show-toplevel", cwd=src.parent)
+    commit = _git("rev-parse", "HEAD", cwd=src.parent) if root else None
+    dirty = None
+    if commit:
+        dirty = bool(_git("status", "--porcelain", "--", "src/mfattn", str(src), cwd=root))
+    return {"commit": commit, "dirty": dirty}
+
+
+def provenance(src, seconds: float, profile: str, code: dict | None = None) -> dict:
     """What the book's status page says about a committed run (``book/status.md``): its wall time
     and profile, the machine (CPU model, cores, the instruction set torch's kernels used), the
     versions of Python and of the numerical libraries, the time it ran, and the commit of the code
@@ -164,6 +189,8 @@ def provenance(src, seconds: float, profile: str) -> dict:
         The run's wall time.
     profile : str
         The profile it ran (``ci`` for a committed run).
+    code : dict, optional
+        :func:`code_state` as the run started; taken now when omitted.
 
     Returns
     -------
@@ -180,20 +207,14 @@ def provenance(src, seconds: float, profile: str) -> dict:
         except PackageNotFoundError:
             return None
 
-    src = Path(src).resolve()
-    root = _git("rev-parse", "--show-toplevel", cwd=src.parent)
-    commit = _git("rev-parse", "HEAD", cwd=src.parent) if root else None
-    dirty = None
-    if commit:
-        changed = _git("status", "--porcelain", "--", "src/mfattn", str(src), cwd=root)
-        dirty = bool(changed)
+    code = code if code is not None else code_state(src)
     return {"ci_seconds": round(seconds), "profile": profile,
             "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
             "cpu": _cpu_model(), "cores": os.cpu_count(), "isa": torch.backends.cpu.get_cpu_capability(),
             "threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__, "numpy": ver("numpy"),
             "numba": ver("numba"), "executed": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "commit": commit, "dirty": dirty}
+            "commit": code["commit"], "dirty": code["dirty"]}
 
 
 def ci_seconds(notebook) -> float | None:
@@ -417,6 +438,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     import warnings
 
     logging.getLogger("papermill").setLevel(logging.ERROR)
+    code = code_state(src) if inplace else None  # the code the kernel loads, before the run
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -455,7 +477,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         from .cli import strip_papermill
 
         strip_papermill(executed)
-        executed.metadata["mfattn"] = provenance(src, seconds, config["profile"])
+        executed.metadata["mfattn"] = provenance(src, seconds, config["profile"], code)
         nbformat.write(executed, final)
         target.unlink()
         target = final
