@@ -310,12 +310,9 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
 # line is a fault. Remove an entry when its chapter prints the value through mfattn.book.fmt.
 KNOWN = {
     ("notebooks/01-preliminaries.html", "repr", "(12): both sides"),
-    ("notebooks/03-static-approximation.html", "repr", "K: radius"),
     ("notebooks/05-stability.html", "repr", "omega_u: E(delta)"),
     ("notebooks/05-stability.html", "repr", "risk reached from each start"),
     ("notebooks/05-stability.html", "repr", "same risk at g.omega*"),
-    ("notebooks/03-static-approximation.html", "repr", "rounding of rho_*: slope"),
-    ("notebooks/04-long-time.html", "repr", "convexity G <= gap at every kept measure"),
 }
 
 
