@@ -72,6 +72,8 @@ FAULTS = {
     "bare_true": '<div class="cell_output"><pre>some text\nTrue</pre></div>',
     "true_in_sentence": '<div class="cell_output"><pre>same risk from every start: True</pre></div>',
     "float_dump": '<div class="cell_output"><pre>risk reached: 1.3590807287</pre></div>',
+    # a code input a reader would have to scroll sideways
+    "scrolled_code": '<div class="cell_input"><pre style="overflow-x:auto;white-space:pre">' + "y" * 400 + "</pre></div>",
     # a player whose play button does nothing: its frames never advance
     "frozen_animation": "<figure>" + PLAYER.replace(".play_animation()", ".toString()")
                         + "<figcaption>Figure 3: a dot.</figcaption></figure>",
@@ -81,7 +83,7 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "tex_in_text": "math", "alt": "alt", "alt_is_path": "alt", "caption": "caption", "wide": "width",
                  "cut_output": "width", "dollar_tex": "math", "broken_number": "table", "caption_name": "caption",
                  "bare_true": "repr", "true_in_sentence": "repr", "float_dump": "repr",
-                 "frozen_animation": "animation", "animation_caption": "caption"}
+                 "frozen_animation": "animation", "animation_caption": "caption", "scrolled_code": "width"}
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +91,10 @@ def faults(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
     (site / "a.png").write_bytes(PNG)
     (site / "clean.html").write_text(PAGE.format(body=CLEAN))
-    # code inputs scroll like code anywhere and are not judged
+    # a code input whose long lines wrap at the column (the book's stylesheet) passes
     (site / "code_input.html").write_text(PAGE.format(
-        body='<div class="cell_input"><pre style="overflow-x:auto;white-space:pre">' + "y" * 400 + "</pre></div>"))
+        body='<div class="cell_input"><pre style="overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere">'
+             + "y = f(x) " * 60 + "</pre></div>"))
     for name, body in FAULTS.items():
         (site / f"{name}.html").write_text(PAGE.format(body=body))
     found = checkhtml.check_site(site)
