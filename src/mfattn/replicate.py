@@ -9,8 +9,10 @@ which it passed, in which it counted as evidence (its counterfactual failed besi
 
 Every draw of a chapter comes from its ``seed`` parameter, so another seed is another, independent
 set of draws: the task's data, the initial heads, the minibatches. A verdict whose measured value
-is the same, to the bit, in every replicate and in the committed run does not depend on the draw
-(an integer dimension, a closed form); the record says so, and it replicates by construction.
+is the same, to the bit, in every replicate and in the committed run either does not depend on the
+draw (an integer dimension, a closed form) or saturates (a count of violations that stays 0 in every
+draw); the record says so. A check of that kind replicates by construction; a claim or derived result
+still needs its counterfactual rejected in the replicates to count as replicated evidence.
 
 The record is keyed (:func:`key`) by the hash of the chapter's code (its code cells, which decide
 every number; its prose does not) and of the printed fields of its committed verdict records:
@@ -228,7 +230,8 @@ def status(entry: dict) -> str:
     Returns
     -------
     str
-        ``"the same value in every replicate"`` for a verdict that does not depend on the draw, or
+        ``"the same value in every replicate"`` for a verdict whose value no draw changed (with, for
+        a claim or derived result, how often its counterfactual was rejected), or
         the committed status's rate (``"PASS in P of N replicates"``, and for a claim or derived
         result how often its counterfactual was rejected beside it) with the 90 % range of the
         measured value; marked ``fragile`` when it did not replicate (:func:`replicated`).
@@ -245,9 +248,12 @@ def status(entry: dict) -> str:
     >>> status(dict(e, kind="hypothesis", committed="FAIL", passed=0))
     'FAIL in 10 of 10 replicates; measured -0.5, 90 % in [-0.58, -0.43]'
     """
-    if entry["by_construction"]:
-        return "the same value in every replicate: it does not depend on the draw"
     n, p = entry["n"], entry["passed"]
+    if entry["by_construction"]:
+        text = f"the same value, {entry['q50']:.3g}, in every replicate"
+        if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
+            text += f"; PASS in {p} of {n}, counterfactual rejected in {entry['evidence']}"
+        return text if replicated(entry) else f"fragile: {text}"
     same = p if entry.get("committed", "PASS") == "PASS" else n - p
     text = f"{entry.get('committed', 'PASS')} in {same} of {n} replicates"
     if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
@@ -282,8 +288,8 @@ def replicated(entry: dict) -> bool:
     >>> replicated(dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL"))
     True
     """
-    if entry["by_construction"]:
-        return True
+    if entry["by_construction"] and entry["kind"] not in ("claim", "derived"):
+        return True  # a check whose value no draw changes
     n, p = entry["n"], entry["passed"]
     if entry.get("committed", "PASS") == "FAIL":
         same = n - p
