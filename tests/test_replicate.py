@@ -164,8 +164,14 @@ def test_aggregate_counts_spreads_and_detects_draw_free_verdicts(tmp_path):
     assert slope["values"] == vals and slope["q50"] == vals[5] and slope["q05"] == vals[0] and slope["q95"] == vals[9]
     assert not slope["by_construction"] and not rp.replicated(slope)
     assert "fragile" in rp.status(slope) and slope["committed"] == "PASS"
-    assert ident["n"] == 9 and ident["by_construction"] and rp.replicated(ident)
-    assert rp.status(ident).startswith("the same value in every replicate")
+    # the same value in every replicate: a check of that kind replicates by construction; a claim still
+    # needs its counterfactual rejected in at least 9 of at least 10 replicates (here only 9 matched)
+    assert ident["n"] == 9 and ident["by_construction"] and not rp.replicated(ident)
+    assert rp.status(ident) == "fragile: the same value, 1, in every replicate; PASS in 9 of 9, counterfactual rejected in 9"
+    assert rp.replicated(dict(ident, kind="check")) and rp.status(dict(ident, kind="check")) == \
+        "the same value, 1, in every replicate"
+    assert rp.replicated(dict(ident, n=10, passed=10, evidence=10))
+    assert not rp.replicated(dict(ident, n=10, passed=10, evidence=0))  # saturated, but its counterfactual holds
 
 
 def test_flag_names_what_a_record_is_worth():
