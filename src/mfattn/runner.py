@@ -454,7 +454,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             _kill(km)
             where = (f"; finished work is kept in {params['cache_dir']}, rerun the same command to resume"
                      if "cache_dir" in params else "")
-            raise SystemExit(f"mfattn: interrupted; partial notebook: {target}{where}") from None
+            print(f"mfattn: interrupted; partial notebook: {target}{where}", file=sys.stderr)
+            raise SystemExit(130) from None  # the shell's status for Ctrl-C, so callers can tell it apart
         raise SystemExit(f"mfattn: {src.stem} stopped: {type(e).__name__}: {e}; partial notebook: {target}") from None
     finally:
         signal.signal(signal.SIGINT, old_handler)
