@@ -32,7 +32,7 @@ def _esc(text: str) -> str:
 
 
 def number_html(text: str, trim: bool = False) -> str:
-    """``text`` (HTML-escaped) with every number in e-notation (as :func:`fmt` prints them) written
+    """``text`` (HTML-escaped) with every number in e-notation (as :func:`~mfattn.verdicts.fmt` prints them) written
     for a reader: a plain decimal when its exponent is between -3 and 3 (``2.00e+00`` is ``2.00``,
     ``-5.10e-01`` is ``-0.510``), else a power of ten (``1.23 × 10⁻⁵``); ``~1e-06`` is ``~10⁻⁶``.
     The significant digits stay those printed; ``trim`` drops trailing zeros (for predictions and
@@ -120,7 +120,7 @@ def verdict_table_html(verdicts) -> str:
     model) is amber, a failed claim red. Each row has an anchor (:func:`verdict_anchor`) and links
     the results it bears on to their rows on the evidence map.
 
-    The table is followed by the :func:`summary` line.
+    The table is followed by the :func:`~mfattn.verdicts.summary` line.
 
     Parameters
     ----------
@@ -193,9 +193,9 @@ def _display(text: str, html_text: str, metadata: dict | None = None) -> None:
 
 
 def report(verdicts) -> None:
-    """Show every verdict and the chapter's count (:func:`summary`): a table in the book
+    """Show every verdict and the chapter's count (:func:`~mfattn.verdicts.summary`): a table in the book
     (:func:`verdict_table_html`), the same lines as plain text elsewhere. Inside a notebook the output
-    carries every verdict's :meth:`Verdict.record` in its metadata under ``"mfattn"``;
+    carries every verdict's :meth:`~mfattn.verdicts.Verdict.record` in its metadata under ``"mfattn"``;
     :mod:`mfattn.evidence` reads them from the committed notebooks (nbval compares the text and the
     table, never the metadata).
 
@@ -235,7 +235,7 @@ def report(verdicts) -> None:
 
 
 def show_config(cfg, source=None, values=None) -> None:
-    """The effective parameters of a run (a :func:`resolve_profile` namespace) as a small table:
+    """The effective parameters of a run (a :func:`~mfattn.book.resolve_profile` namespace) as a small table:
     every setting after the profile's defaults and the caller's overrides were applied.
 
     With ``source`` (the chapter's ``.md``, e.g. ``"05-stability.md"``; chapters run in their own
@@ -247,7 +247,7 @@ def show_config(cfg, source=None, values=None) -> None:
     Parameters
     ----------
     cfg : types.SimpleNamespace
-        The run's settings, from :func:`resolve_profile` (at least one).
+        The run's settings, from :func:`~mfattn.book.resolve_profile` (at least one).
     source : str or pathlib.Path or None
         The chapter's MyST source; ``None`` for the settings of ``cfg`` alone.
     values : dict or None

@@ -278,7 +278,7 @@ class Verdict:
     companion text's result as ``"alvarezlopez2026perceptrons Thm 3.5"``.
 
     Chapters build verdicts with :func:`check_close`, :func:`check_at_most`, :func:`check_within`,
-    :func:`check_fit` and :func:`check_fit_at_most`, and show them with :func:`report`.
+    :func:`check_fit` and :func:`check_fit_at_most`, and show them with :func:`~mfattn.render.report`.
 
     Attributes
     ----------
@@ -362,7 +362,7 @@ class Verdict:
         return "" if c is None else f"counterfactual {c.predicted} ({c.why}): {c.status}"
 
     def line(self) -> str:
-        """The verdict as two lines of plain text, as :func:`report` prints it outside a notebook.
+        """The verdict as two lines of plain text, as :func:`~mfattn.render.report` prints it outside a notebook.
 
         Returns
         -------
@@ -394,7 +394,7 @@ class Verdict:
         )
 
     def record(self) -> dict:
-        """The machine-readable form that :func:`report` stores with the executed notebook.
+        """The machine-readable form that :func:`~mfattn.render.report` stores with the executed notebook.
 
         Returns
         -------
