@@ -11,7 +11,7 @@ import pytest
 
 MODULES = ["model", "data", "softmax", "activations", "particles", "dynamics", "longtime", "smoothness", "fitting",
            "transport", "sweep", "static", "stability", "tasks", "tokens", "twolayer", "distributed", "book",
-           "evidence", "chapters", "plotting", "fused", "replicate"]
+           "evidence", "chapters", "plotting", "fused", "replicate", "verdicts", "render"]
 
 
 def public_callables():

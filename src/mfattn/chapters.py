@@ -5,7 +5,9 @@ convention) with one ``name = value  # comment`` line per parameter, and a ``PRO
 fills the parameters left at ``None`` (:func:`mfattn.book.resolve_profile`). This module reads
 both with Python's ``ast`` and ``tokenize``, without executing the chapter, for
 ``python -m mfattn params CHAPTER``, for the parameter table each chapter shows, and for
-:func:`check_values`, which ``python -m mfattn run`` calls before it starts a kernel.
+:func:`check_values`, which ``python -m mfattn run`` calls before it starts a kernel. It also finds
+the checkout and its chapters (:func:`repo_root`, :func:`find_chapter`) for the command line, the
+runner, the replication and the evidence map.
 """
 
 from __future__ import annotations
@@ -16,7 +18,115 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Parameter", "check_values", "parameter_rows", "parameters", "profiles", "size_ratio", "title"]
+__all__ = ["Parameter", "chapters", "check_values", "find_chapter", "parameter_rows", "parameters", "profiles",
+           "repo_root", "size_ratio", "strip_papermill", "title"]
+
+
+# ----------------------------------------------------------------------- the checkout's chapters
+def repo_root() -> Path:
+    """The checkout that holds ``notebooks/``: the current folder or an ancestor, else the
+    checkout this package was installed from in editable mode.
+
+    Returns
+    -------
+    pathlib.Path
+        The checkout's root (it holds ``notebooks/`` and ``_toc.yml``).
+
+    Raises
+    ------
+    SystemExit
+        When there is none (the package was installed from elsewhere and run outside a checkout).
+
+    Examples
+    --------
+    >>> from mfattn.chapters import repo_root
+    >>> (repo_root() / "_toc.yml").is_file()
+    True
+    """
+    for base in [Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parents[2]]:
+        if (base / "notebooks").is_dir() and (base / "_toc.yml").is_file():
+            return base
+    raise SystemExit("mfattn: no notebooks/ folder found (run from the companion's checkout)")
+
+
+def chapters(root: Path) -> list[str]:
+    """The chapters of the checkout ``root``: the stems of ``notebooks/*.md``, sorted.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout (:func:`repo_root`).
+
+    Returns
+    -------
+    list of str
+        The chapters' names, e.g. ``"07-two-layer-baseline"``.
+
+    Examples
+    --------
+    >>> from mfattn.chapters import chapters, repo_root
+    >>> chapters(repo_root())[0]
+    '01-preliminaries'
+    """
+    return sorted(p.stem for p in (root / "notebooks").glob("*.md"))
+
+
+def find_chapter(root: Path, name: str) -> Path:
+    """The source of the one chapter whose name is ``name`` or starts with it.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout (:func:`repo_root`).
+    name : str
+        A chapter's name, a prefix of it (``"07"``) or a path to its source.
+
+    Returns
+    -------
+    pathlib.Path
+        ``root/notebooks/NAME.md``.
+
+    Raises
+    ------
+    SystemExit
+        When no chapter or several match, naming the chapters.
+
+    Examples
+    --------
+    >>> from mfattn.chapters import find_chapter, repo_root
+    >>> find_chapter(repo_root(), "07").name
+    '07-two-layer-baseline.md'
+    """
+    stem = Path(name).stem
+    names = chapters(root)
+    match = [c for c in names if c == stem] or [c for c in names if c.startswith(stem)]
+    if len(match) != 1:
+        raise SystemExit(f"mfattn: chapter {name!r} matches {match or 'nothing'}; chapters: {', '.join(names)}")
+    return root / "notebooks" / f"{match[0]}.md"
+
+
+def strip_papermill(nb) -> None:
+    """Remove the run-specific metadata papermill adds, so committed notebooks diff cleanly.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        An executed notebook, changed in place.
+
+    Examples
+    --------
+    >>> import nbformat
+    >>> from mfattn.chapters import strip_papermill
+    >>> nb = nbformat.v4.new_notebook(metadata={"papermill": {"duration": 1.0}})
+    >>> nb.cells.append(nbformat.v4.new_code_cell("1", metadata={"papermill": {}, "execution": {}, "tags": []}))
+    >>> strip_papermill(nb)
+    >>> dict(nb.metadata), dict(nb.cells[0].metadata)
+    ({}, {'tags': []})
+    """
+    nb.metadata.pop("papermill", None)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
 
 
 @dataclass(frozen=True)

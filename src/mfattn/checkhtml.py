@@ -307,7 +307,7 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
 
 # Bare values that chapters still print, each pending a change of the chapter's code (which needs a
 # new replication run of that chapter): reported as known, not counted as faults. Any other page or
-# line is a fault. Remove an entry when its chapter prints the value through mfattn.book.fmt.
+# line is a fault. Remove an entry when its chapter prints the value through mfattn.verdicts.fmt.
 KNOWN: set[tuple[str, str, str]] = set()  # none pending now
 
 

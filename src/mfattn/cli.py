@@ -20,27 +20,7 @@ import ast
 import sys
 from pathlib import Path
 
-
-def repo_root() -> Path:
-    """The checkout that holds ``notebooks/``: the current folder or an ancestor, else the
-    checkout this package was installed from in editable mode."""
-    for base in [Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parents[2]]:
-        if (base / "notebooks").is_dir() and (base / "_toc.yml").is_file():
-            return base
-    raise SystemExit("mfattn: no notebooks/ folder found (run from the companion's checkout)")
-
-
-def chapters(root: Path) -> list[str]:
-    return sorted(p.stem for p in (root / "notebooks").glob("*.md"))
-
-
-def find_chapter(root: Path, name: str) -> Path:
-    stem = Path(name).stem
-    names = chapters(root)
-    match = [c for c in names if c == stem] or [c for c in names if c.startswith(stem)]
-    if len(match) != 1:
-        raise SystemExit(f"mfattn: chapter {name!r} matches {match or 'nothing'}; chapters: {', '.join(names)}")
-    return root / "notebooks" / f"{match[0]}.md"
+from .chapters import chapters, find_chapter, repo_root, strip_papermill  # noqa: F401  (the commands' helpers)
 
 
 def parse_value(text: str):
@@ -49,14 +29,6 @@ def parse_value(text: str):
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
-
-
-def strip_papermill(nb) -> None:
-    """Remove the run-specific metadata papermill adds, so committed notebooks diff cleanly."""
-    nb.metadata.pop("papermill", None)
-    for cell in nb.cells:
-        cell.metadata.pop("papermill", None)
-        cell.metadata.pop("execution", None)
 
 
 def new_chapter(root: Path, name: str, title: str | None = None) -> Path:

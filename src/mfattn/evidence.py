@@ -1,6 +1,6 @@
 """The evidence map: every numbered result of arXiv 2606.10469 beside the verdicts that bear on it.
 
-:func:`mfattn.book.report` stores every verdict's record (kind, the results it bears on, measured,
+:func:`mfattn.render.report` stores every verdict's record (kind, the results it bears on, measured,
 predicted, tolerance, status) in the metadata of the chapter's executed notebook.
 :func:`collect` reads them back from the committed ``notebooks/*.ipynb``; :func:`table` lists, for
 every result in :data:`RESULTS`, the verdicts whose ``ref`` names it, or "not tested" with the
@@ -150,18 +150,18 @@ def collect(root: Path | str | None = None) -> list[dict]:
     root : str or pathlib.Path or None
         The checkout that holds ``notebooks/``. ``None``: the current folder or one of its
         ancestors, else the checkout the package was installed from in editable mode
-        (``mfattn.cli.repo_root``).
+        (``mfattn.chapters.repo_root``).
 
     Returns
     -------
     list of dict
-        The records of :meth:`mfattn.book.Verdict.record` in notebook order (notebooks sorted by
+        The records of :meth:`mfattn.verdicts.Verdict.record` in notebook order (notebooks sorted by
         name), each with ``chapter``, the notebook's stem, added.
 
     Raises
     ------
     ValueError
-        If a record has a kind not in :data:`mfattn.book.KINDS` or cites a result that is in neither
+        If a record has a kind not in :data:`mfattn.verdicts.KINDS` or cites a result that is in neither
         :data:`RESULTS` nor :data:`COMPANION`.
 
     Examples
@@ -177,7 +177,7 @@ def collect(root: Path | str | None = None) -> list[dict]:
     True
     """
     if root is None:
-        from .cli import repo_root
+        from .chapters import repo_root
 
         root = repo_root()
     from . import replicate as rp
@@ -203,14 +203,14 @@ def collect(root: Path | str | None = None) -> list[dict]:
 
 def group(record: dict) -> str:
     """The group a verdict record counts in: ``"evidence"`` (a claim or derived result whose
-    counterfactual its measurement rejects, :attr:`mfattn.book.Verdict.evidence`), ``"hypothesis"``
+    counterfactual its measurement rejects, :attr:`mfattn.verdicts.Verdict.evidence`), ``"hypothesis"``
     or ``"check"`` (by construction, or no counterfactual that fails); ``"external"`` for agreement
     with other authors' code.
 
     Parameters
     ----------
     record : dict
-        A verdict record (:meth:`mfattn.book.Verdict.record`).
+        A verdict record (:meth:`mfattn.verdicts.Verdict.record`).
 
     Returns
     -------

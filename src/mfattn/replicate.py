@@ -5,7 +5,7 @@ chapter (ci profile) under ``K`` other seeds, each with the runner's cache, so a
 replication resumes where it stopped, and :func:`aggregate` writes the replication record
 ``replications/CHAPTER.json``: for every verdict of the committed run, the number of replicates in
 which it passed, in which it counted as evidence (its counterfactual failed beside it,
-:attr:`mfattn.book.Verdict.evidence`), and the spread of its measured value.
+:attr:`mfattn.verdicts.Verdict.evidence`), and the spread of its measured value.
 
 Every draw of a chapter comes from its ``seed`` parameter, so another seed is another, independent
 set of draws: the task's data, the initial heads, the minibatches. A verdict whose measured value
@@ -411,7 +411,7 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
 
 def main(args) -> int:
     """``python -m mfattn replicate CHAPTER --seeds K [--jobs J]``."""
-    from .cli import find_chapter, repo_root
+    from .chapters import find_chapter, repo_root
 
     root = repo_root()
     replicate(root, find_chapter(root, args.chapter), args.seeds, jobs=args.jobs, quiet=args.quiet)

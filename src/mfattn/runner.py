@@ -475,7 +475,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     seconds = time.perf_counter() - t0
     executed = nbformat.read(target, as_version=4)
     if inplace:
-        from .cli import strip_papermill
+        from .chapters import strip_papermill
 
         strip_papermill(executed)
         executed.metadata["mfattn"] = provenance(src, seconds, config["profile"], code)
@@ -589,7 +589,7 @@ def compare(run, root: Path | None = None) -> int:
     >>> from mfattn.runner import compare  # doctest: +SKIP
     >>> compare("runs/05-stability/20261123-120000")  # doctest: +SKIP
     """
-    from .cli import repo_root
+    from .chapters import repo_root
 
     root = root or repo_root()
     path = Path(run)
