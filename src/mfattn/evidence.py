@@ -404,7 +404,12 @@ def headline(records: list[dict]) -> str:
 
 
 def _esc(s: str) -> str:
-    return s.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
+    """Markdown-safe text for a table cell, its e-notation numbers written for a reader and never
+    broken across lines (:func:`mfattn.render.number_html`)."""
+    from .render import _ENOTATION, number_html
+
+    s = s.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
+    return _ENOTATION.sub(lambda m: number_html(m.group(0)), s)
 
 
 def _tag(r: dict) -> str:
