@@ -31,7 +31,8 @@ __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian
 # so that ``import mfattn`` stays fast
 SUBMODULES = ("activations", "bench", "book", "chapters", "checkhtml", "cli", "data", "distributed", "dynamics",
               "evidence", "fitting", "fused", "longtime", "model", "particles", "plotting", "replicate", "runner",
-              "smoothness", "softmax", "stability", "static", "sweep", "tasks", "tokens", "transport", "twolayer")
+              "render", "smoothness", "softmax", "stability", "static", "sweep", "tasks", "tokens", "transport",
+              "twolayer", "verdicts")
 
 
 def __getattr__(name):
