@@ -14,8 +14,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from .book import EVIDENCE, KINDS
-from .book import _slug
+from .render import _ENOTATION, _slug, number_html, verdict_anchor
+from .verdicts import EVIDENCE, KINDS
 
 __all__ = ["RESULTS", "COMPANION", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
            "markdown", "provenance", "status_markdown", "claims_json"]
@@ -406,8 +406,6 @@ def headline(records: list[dict]) -> str:
 def _esc(s: str) -> str:
     """Markdown-safe text for a table cell, its e-notation numbers written for a reader and never
     broken across lines (:func:`mfattn.render.number_html`)."""
-    from .render import _ENOTATION, number_html
-
     s = s.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
     return _ENOTATION.sub(lambda m: number_html(m.group(0)), s)
 
@@ -422,8 +420,6 @@ def _tag(r: dict) -> str:
 
 def _link(r: dict) -> str:
     """The chapter number, linked to the verdict's row in the chapter (its anchor)."""
-    from .book import verdict_anchor
-
     return f'<a href="../notebooks/{r["chapter"]}.html#{verdict_anchor(r["claim"])}">{r["chapter"][:2]}</a>'
 
 

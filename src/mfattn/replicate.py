@@ -342,7 +342,7 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
         # the chapter itself failed under this seed: a replicate in which no verdict passed, kept as
         # such (with the error) rather than dropped, since it is what a user running that seed meets
         error = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        if r.returncode in (130, 137, 143) or r.returncode < 0 or error.startswith("mfattn: interrupted"):
+        if r.returncode in (130, 137, 143) or r.returncode < 0:
             # interrupted or killed (Ctrl-C, a signal): not the chapter's fault; nothing to record,
             # a rerun resumes
             raise SystemExit(f"mfattn replicate: seed {seed} was interrupted (exit status {r.returncode}); "
