@@ -16,9 +16,9 @@ import mfattn
 
 PKG = Path(mfattn.__file__).resolve().parent
 
-SCIENCE = {"particles", "model", "fused", "data", "softmax", "activations", "dynamics", "static", "stability",
+SCIENCE = {"particles", "integrate", "model", "fused", "data", "softmax", "activations", "dynamics", "static", "stability",
            "longtime", "smoothness", "fitting", "tasks", "tokens", "twolayer", "transport", "distributed",
-           "_checks", "_progress", "__init__"}
+           "seeds", "linear", "_checks", "_progress", "__init__"}
 COMPANION = {"book", "verdicts", "render", "chapters", "runner", "cli", "__main__", "evidence", "replicate",
              "checkhtml", "sweep", "plotting", "bench"}
 

@@ -278,3 +278,28 @@ def test_count_within_counts_starts_by_their_distance_to_the_best(teacher):
     assert mn.count_within(1e-6) == mn.n_agree  # the default agree_tol
     with pytest.raises(ValueError, match="rel_tol"):
         mn.count_within(0.0)
+
+
+def test_minimize_is_the_named_minimiser():
+    """minimize(method=...) calls the minimiser it names with the same arguments: the same result for
+    the same generator seed; unknown methods, unknown and missing options are named."""
+    from mfattn.static import minimize
+
+    T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    ball = Ball(1.0)
+    a = minimize(T.model, T.data, ball, method="finite-heads", N=2, generator=torch.Generator().manual_seed(5),
+                 n_random=1, iters=20)
+    b = finite_head_optimum(T.model, T.data, 2, ball, generator=torch.Generator().manual_seed(5), n_random=1, iters=20)
+    assert torch.equal(a.heads, b.heads)
+    h = torch.randn(3, T.model.d_omega, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    p = minimize(T.model, T.data, ball, method="first-variation", heads=h, weights=None,
+                 generator=torch.Generator().manual_seed(2), n_starts=4, iters=10)
+    q = minimize_first_variation(T.model, T.data, h, None, ball, generator=torch.Generator().manual_seed(2),
+                                 n_starts=4, iters=10)
+    assert p.value == q.value
+    with pytest.raises(ValueError, match="method"):
+        minimize(T.model, T.data, ball, method="newton")
+    with pytest.raises(ValueError, match="N: method 'finite-heads'"):
+        minimize(T.model, T.data, ball, method="finite-heads", generator=torch.Generator())
+    with pytest.raises(ValueError, match="heads: not an option"):
+        minimize(T.model, T.data, ball, method="mean-field", heads=h, generator=torch.Generator())

@@ -30,8 +30,8 @@ __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian
 # every module of the engine, reachable as an attribute (``mfattn.dynamics``), imported on first use
 # so that ``import mfattn`` stays fast
 SUBMODULES = ("activations", "bench", "book", "chapters", "checkhtml", "cli", "data", "distributed", "dynamics",
-              "evidence", "fitting", "fused", "longtime", "model", "particles", "plotting", "replicate", "runner",
-              "render", "smoothness", "softmax", "stability", "static", "sweep", "tasks", "tokens", "transport",
+              "evidence", "fitting", "fused", "integrate", "linear", "longtime", "model", "particles", "plotting", "replicate", "runner",
+              "render", "seeds", "smoothness", "softmax", "stability", "static", "sweep", "tasks", "tokens", "transport",
               "twolayer", "verdicts")
 
 

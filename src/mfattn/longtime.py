@@ -28,6 +28,7 @@ from ._checks import check_generator, check_positive
 from .data import Dataset
 from .dynamics import as_profile
 from .model import HeadModel
+from .model import require_heads
 from .static import Ball, check_ball
 
 __all__ = [
@@ -110,7 +111,7 @@ def energy_balance(times, risk, dissipation, zeta=1.0) -> EnergyBalance:
     dissipation : array-like (R,)
         :math:`\mathcal I(\rho_t)` (38) at those times, ``>= 0``.
     zeta : float, profile or callable, default 1.0
-        The learning-rate profile of the run, anything :func:`mfattn.dynamics.as_profile` accepts.
+        The learning-rate profile of the run, anything :func:`mfattn.integrate.as_profile` accepts.
 
     Returns
     -------
@@ -565,6 +566,7 @@ def inward_products(model: HeadModel, data: Dataset, heads, weights, ball: Ball,
     >>> torch.allclose(chk2.products[1:], -chk.products)
     True
     """
+    require_heads(model, "inward_products")
     ball = check_ball(ball)
     generator = check_generator(generator)
     check_positive(n_points, "n_points", integer=True)

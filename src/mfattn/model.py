@@ -29,7 +29,7 @@ from .data import Dataset
 from .particles import ParticleModel, blocks
 from .softmax import cross_entropy, softmax_jacobian
 
-__all__ = ["HeadModel"]
+__all__ = ["HeadModel", "require_heads"]
 
 #: bytes of working memory for one chunk, by device type. On a CPU a chunk that stays near the caches
 #: is faster than a large one (``python -m mfattn bench --budgets``: 1.2-1.9x between 32 MiB and
@@ -1494,3 +1494,46 @@ class HeadModel(ParticleModel):
                 torch.einsum("blv,blvw,blvu->wu", p, J, J) - torch.einsum("blw,blu->wu", pJ, pJ)
             )
         return H
+
+
+def require_heads(model, tool: str) -> "HeadModel":
+    """``model`` itself when it is a :class:`HeadModel`; otherwise a ``ValueError`` naming ``model`` that says
+    ``tool`` is specific to attention heads.
+
+    The tools that read the head's parameter layout ``(W_Q, W_K, W_V)`` (the Dirac stability of
+    chapter 05, the smoothness constants, the static minimisers and certificates of chapter 03 with their
+    ball of heads) call it first; everything :mod:`mfattn.integrate`, :mod:`mfattn.dynamics`,
+    :func:`mfattn.static.iid_construction` and :mod:`mfattn.longtime`'s fits need is on the
+    :class:`~mfattn.particles.ParticleModel` protocol and runs on any model.
+
+    Parameters
+    ----------
+    model : object
+        The model passed to ``tool``.
+    tool : str
+        The tool's name, for the message.
+
+    Returns
+    -------
+    HeadModel
+
+    Raises
+    ------
+    ValueError
+        Naming ``model`` when it is not a :class:`HeadModel`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.model import require_heads
+    >>> from mfattn.linear import LinearModel
+    >>> require_heads(LinearModel(3), "certificate")
+    Traceback (most recent call last):
+    ...
+    ValueError: model: certificate is specific to attention heads (mfattn.HeadModel), got a LinearModel; ...
+    """
+    if not isinstance(model, HeadModel):
+        raise ValueError(f"model: {tool} is specific to attention heads (mfattn.HeadModel), got a "
+                         f"{type(model).__name__}; the dynamics (mfattn.integrate) and the i.i.d. construction "
+                         f"(mfattn.static.iid_construction) run on any mfattn.particles.ParticleModel")
+    return model

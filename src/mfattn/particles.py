@@ -7,8 +7,9 @@ an average of per-particle features, :math:`z^\rho=\sum_i w_i\psi(\cdot;\omega_i
 :math:`\mathcal E(\rho)` (10) of that prediction, and the first variation :math:`\Phi(\omega;\rho)` (11)
 whose gradient drives every particle (13), (19)-(21). :class:`~mfattn.model.HeadModel` (attention heads
 under cross-entropy, paper section 2) and :class:`~mfattn.twolayer.TwoLayerModel` (neurons under the
-square loss, chapter 07) implement it; ``tests/test_particles.py`` builds a third, a linear model
-whose flow has a closed form, on the protocol alone.
+square loss, chapter 07) implement it, and so does :class:`~mfattn.linear.LinearModel`, the worked
+example of a new model: a linear predictor whose flow has a closed form, written against this protocol
+alone. ``tests/test_conformance.py`` runs the same checks on every model the package ships.
 
 A model subclasses :class:`ParticleModel` and provides, besides ``d_omega``, ``dtype`` and ``device``:
 
@@ -34,7 +35,15 @@ for the static tools (:mod:`mfattn.static`)
     ``loss_hessian(Y, z) -> (*S, V, V)``: its Hessian in ``z``.
 
 :class:`ParticleModel` supplies the rest from these: ``check_measure``, ``grad_phi`` (the drift of
-SGD (19)), ``risk_and_dissipation`` (the recorders; (10) and (38)) and ``weighted_sq_norm``.
+SGD (19)), ``risk_and_dissipation`` (the recorders; (10) and (38)), ``weighted_sq_norm`` and the
+validated values ``risk``, ``first_variation``, ``grad_first_variation`` and ``dissipation``.
+
+:mod:`mfattn.integrate`, :mod:`mfattn.dynamics`, :func:`mfattn.static.iid_construction`,
+:func:`mfattn.static.iid_gap_coefficient` and the fits of :mod:`mfattn.longtime` call nothing else.
+The tools that read the attention head's parameter layout (the minimisers and certificates of
+:mod:`mfattn.static`, :mod:`mfattn.stability`, :mod:`mfattn.smoothness`,
+:func:`mfattn.longtime.inward_products`) refuse another model with a ``ValueError``
+(:func:`mfattn.model.require_heads`).
 Particles interact only through sums over the measure, and every such sum ends in :meth:`ParticleModel.reduce`
 (the identity; an all-reduce in :class:`mfattn.distributed.ShardedHeadModel`).
 """
@@ -336,6 +345,207 @@ class ParticleModel:
         True
         """
         return self.evaluate(X, Y, heads, weights)[2]
+
+    # ------------------------------------------------ for the static tools: prediction as an average
+    def features(self, X, heads) -> torch.Tensor:  # pragma: no cover - every model defines it
+        r""":math:`\psi(\cdot;\omega_i)` (8): one particle's prediction at every sample, ``(N, *S, V)``; the
+        prediction of the measure is ``tensordot(weights, features, 1)``.
+
+        ``S`` indexes the terms of the dataset average (``(n, L)`` for heads, ``(n,)`` for a regression)
+        and ``V`` is the prediction's dimension (``d_v`` for heads, 1 for a regression).
+
+        Parameters
+        ----------
+        X : Tensor
+            Inputs, first axis the samples.
+        heads : Tensor (N, d_omega)
+            Particles.
+
+        Returns
+        -------
+        Tensor (N, *S, V)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.linear import linear_regression
+        >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
+        >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
+        >>> tuple(model.features(data.X, heads).shape)
+        (2, 8, 1)
+        """
+        raise NotImplementedError
+
+    def loss(self, Y, z) -> torch.Tensor:  # pragma: no cover - every model defines it
+        """The loss of every term for predictions ``z (*S, V)``: its mean is the risk (10).
+
+        Parameters
+        ----------
+        Y : Tensor (*S, V)
+            Targets.
+        z : Tensor (*S, V)
+            Predictions.
+
+        Returns
+        -------
+        Tensor (*S)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.linear import linear_regression
+        >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
+        >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
+        >>> z = torch.tensordot(torch.full((2,), 0.5, dtype=torch.float64), model.features(data.X, heads), 1)
+        >>> bool(torch.isclose(model.loss(data.Y, z).mean(), model.risk(data, heads)))
+        True
+        """
+        raise NotImplementedError
+
+    def loss_hessian(self, Y, z) -> torch.Tensor:  # pragma: no cover - every model defines it
+        r"""The Hessian of :meth:`loss` in ``z`` (the softmax Jacobian (4) under cross-entropy, the
+        identity under the square loss).
+
+        Parameters
+        ----------
+        Y : Tensor (*S, V)
+            Targets.
+        z : Tensor (*S, V)
+            Predictions.
+
+        Returns
+        -------
+        Tensor (*S, V, V)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.linear import linear_regression
+        >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
+        >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
+        >>> tuple(model.loss_hessian(data.Y, data.Y).shape)
+        (8, 1, 1)
+        """
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- validated values
+    def risk(self, data, heads, weights=None) -> torch.Tensor:
+        r""":math:`\mathcal E(\rho)` (10) of the measure ``(heads, weights)``, validated.
+
+        Parameters
+        ----------
+        data : dataset object
+        heads : Tensor (N, d_omega)
+        weights : Tensor (N,) or None
+            On the simplex; uniform when ``None``.
+
+        Returns
+        -------
+        Tensor ()
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.linear import linear_regression
+        >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
+        >>> float(model.risk(data, torch.stack([m_star, m_star])))
+        0.0
+        """
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        return self.evaluate(data.X, data.Y, heads, weights)[0]
+
+    def first_variation(self, data, query, heads, weights=None) -> torch.Tensor:
+        r""":math:`\Phi(q_j;\rho)` (11) at the points ``query``, validated.
+
+        Parameters
+        ----------
+        data : dataset object
+        query : Tensor (M, d_omega)
+        heads : Tensor (N, d_omega)
+            The atoms of :math:`\rho`.
+        weights : Tensor (N,) or None
+            Uniform when ``None``.
+
+        Returns
+        -------
+        Tensor (M,)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.linear import linear_regression
+        >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
+        >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
+        >>> phi = model.first_variation(data, heads, heads)    # -mean(y <omega, x>) when f = 0
+        >>> bool(phi[0] < 0), bool(torch.isclose(phi[1], -phi[0]))
+        (True, True)
+        """
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        query = self.check_heads(query, "query")
+        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
+        return self.phi_at(data.X, G, query)
+
+    def grad_first_variation(self, data, query, heads, weights=None) -> torch.Tensor:
+        r""":math:`\nabla_\omega\Phi(q_j;\rho)` (13) at the points ``query``, validated.
+
+        Parameters
+        ----------
+        data : dataset object
+        query : Tensor (M, d_omega)
+        heads : Tensor (N, d_omega)
+            The atoms of :math:`\rho`.
+        weights : Tensor (N,) or None
+            Uniform when ``None``.
+
+        Returns
+        -------
+        Tensor (M, d_omega)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.linear import linear_regression
+        >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
+        >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
+        >>> g = model.grad_first_variation(data, heads, heads)
+        >>> bool(torch.equal(g[0], g[1]))      # the linear model's drift is the same everywhere
+        True
+        """
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        query = self.check_heads(query, "query")
+        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
+        return self.grad_at(data.X, G, query)
+
+    def dissipation(self, data, heads, weights=None) -> torch.Tensor:
+        r""":math:`\mathcal I(\rho)=\sum_i w_i|\nabla\Phi(\omega_i;\rho)|^2` (38), validated.
+
+        Parameters
+        ----------
+        data : dataset object
+        heads : Tensor (N, d_omega)
+        weights : Tensor (N,) or None
+            Uniform when ``None``.
+
+        Returns
+        -------
+        Tensor ()
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.linear import linear_regression
+        >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
+        >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
+        >>> g = model.grad_first_variation(data, heads, heads)
+        >>> bool(torch.isclose(model.dissipation(data, heads), (g[0] ** 2).sum()))
+        True
+        """
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        return self.risk_and_dissipation(data.X, data.Y, heads, weights)[1]
 
     def risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
         r"""``(risk (10), dissipation (38) or None)``, both 0-dim tensors.

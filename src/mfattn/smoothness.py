@@ -17,7 +17,7 @@ import torch
 
 from ._checks import check_generator, check_positive, check_tensor
 from ._progress import progress_bar
-from .model import HeadModel
+from .model import HeadModel, require_heads
 from .particles import blocks
 
 
@@ -119,8 +119,7 @@ def feature_derivative_sup(
     >>> bool(est.sup[1, 0] > est.sup[0, 0])  # the features grow with the radius
     True
     """
-    if not isinstance(model, HeadModel):
-        raise ValueError("model: expected a HeadModel")
+    require_heads(model, "this smoothness constant (mfattn.smoothness)")
     X = model.check_X(X)
     radii = torch.as_tensor(radii, dtype=torch.float64)
     if radii.ndim != 1 or radii.numel() < 1 or not bool((radii > 0).all()) or not bool(torch.isfinite(radii).all()):
@@ -332,8 +331,7 @@ def feature_derivative_max(
     >>> round(float(best.value.max()), 2)  # the supremum M_X M_omega^2 / 2 for m = 0
     4.0
     """
-    if not isinstance(model, HeadModel):
-        raise ValueError("model: expected a HeadModel")
+    require_heads(model, "this smoothness constant (mfattn.smoothness)")
     if model.dtype != torch.float64:
         raise ValueError(f"model: expected float64, got {model.dtype}")
     check_positive(order, "order", integer=True, allow_zero=True)

@@ -38,7 +38,7 @@ import torch
 from ._checks import check_generator, check_positive, check_tensor
 from .data import Dataset
 from .dynamics import as_profile, reference_flow
-from .model import HeadModel
+from .model import HeadModel, require_heads
 
 __all__ = [
     "DiracPoint",
@@ -71,9 +71,7 @@ __all__ = [
 
 
 def _check_model(model) -> HeadModel:
-    if not isinstance(model, HeadModel):
-        raise ValueError("model: expected a mfattn.HeadModel")
-    return model
+    return require_heads(model, "this stability tool (mfattn.stability)")
 
 
 def _vec(model: HeadModel, v, name: str) -> torch.Tensor:
@@ -1500,7 +1498,7 @@ def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omeg
     record_every : float
         The interval between recordings.
     zeta : float, profile or callable
-        The learning-rate profile :math:`\zeta(t)` (see :func:`mfattn.dynamics.as_profile`).
+        The learning-rate profile :math:`\zeta(t)` (see :func:`mfattn.integrate.as_profile`).
     orbit : bool
         Whether to compute the distance to the orbit (the costliest measurement).
     progress : bool

@@ -43,6 +43,7 @@ from ._checks import check_generator, check_positive, check_tensor, check_weight
 from ._progress import progress_bar
 from .data import Dataset
 from .model import HeadModel
+from .model import require_heads
 from .particles import ParticleModel
 
 __all__ = [
@@ -62,6 +63,8 @@ __all__ = [
     "iid_construction",
     "iid_gap_coefficient",
     "feature_sup",
+    "MINIMIZERS",
+    "minimize",
 ]
 
 
@@ -487,6 +490,7 @@ def minimize_first_variation(
     >>> round(float(ball.norm(mn.omega)), 6)  # on the sphere
     8.0
     """
+    require_heads(model, "minimize_first_variation")
     ball = check_ball(ball)
     check_generator(generator)
     check_positive(n_starts, "n_starts", integer=True, allow_zero=True)
@@ -625,6 +629,7 @@ def certificate(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, 
     >>> c.minimum.n_starts  # 4 random starts and the 2 atoms
     6
     """
+    require_heads(model, "certificate")
     ball = check_ball(ball)
     heads, weights = model.check_measure(heads, weights)
     if not bool(ball.contains(heads, rtol=1e-9).all()):
@@ -894,6 +899,7 @@ def mean_field_optimum(
     >>> opt.heads.shape[1], round(float(opt.support_weights.sum()), 12)
     (24, 1.0)
     """
+    require_heads(model, "mean_field_optimum")
     ball = check_ball(ball)
     check_generator(generator)
     data = model.check_data(data)
@@ -1015,6 +1021,7 @@ def consolidate(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, weights:
     >>> H.shape, W.tolist(), bool(torch.equal(H[0], h[0]))
     (torch.Size([1, 24]), [1.0], True)
     """
+    require_heads(model, "consolidate")
     heads, weights = model.check_measure(heads, weights)
     X = model.check_X(X)
     check_positive(weight_tol, "weight_tol", allow_zero=True)
@@ -1178,6 +1185,7 @@ def finite_head_optimum(
     >>> bool(fo.values[1] < fo.values[0])  # "teacher" beats "random"
     True
     """
+    require_heads(model, "finite_head_optimum")
     ball = check_ball(ball)
     check_generator(generator)
     data = model.check_data(data)
@@ -1505,6 +1513,7 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
     >>> B >= float(psi.norm(dim=-1).max())
     True
     """
+    require_heads(model, "feature_sup")
     ball = check_ball(ball)
     X = model.check_X(X)
     check_generator(generator)
@@ -1530,3 +1539,79 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
             f = torch.where(ok, ft, f)
             step = torch.where(ok, 1.5 * step, 0.5 * step)
     return float(f.max().sqrt())
+
+
+# ------------------------------------------------------------------- one entry to the minimisers
+#: The static minimisers by name, for :func:`minimize`.
+MINIMIZERS = {
+    "mean-field": mean_field_optimum,
+    "finite-heads": finite_head_optimum,
+    "first-variation": minimize_first_variation,
+}
+
+
+def minimize(model: HeadModel, data: Dataset, ball: Ball, *, method: str, **options):
+    r"""One entry to the static minimisers of chapter 03, by ``method``.
+
+    ======================= =================================================== =====================
+    ``method``              minimises                                           returns
+    ======================= =================================================== =====================
+    ``"mean-field"``        the risk (10) over :math:`\mathcal P(K)` (16)        :class:`MeanFieldOptimum`
+    ``"finite-heads"``      :math:`\mathcal E_N` over ``N`` heads in ``K`` (14)   :class:`FiniteOptimum`
+    ``"first-variation"``   :math:`\Phi(\cdot;\rho)` over ``K``                 :class:`PhiMinimum`
+    ======================= =================================================== =====================
+
+    ``options`` are the keyword arguments of :func:`mean_field_optimum`, :func:`finite_head_optimum`
+    (``N`` among them) and :func:`minimize_first_variation` (``heads``, ``weights``) respectively.
+
+    Parameters
+    ----------
+    model : HeadModel
+    data : Dataset
+    ball : Ball
+        The compact set ``K``.
+    method : str
+        A key of :data:`MINIMIZERS`.
+    **options
+        The chosen minimiser's keyword arguments (``generator`` for all three).
+
+    Returns
+    -------
+    MeanFieldOptimum, FiniteOptimum or PhiMinimum
+
+    Raises
+    ------
+    ValueError
+        Naming ``method`` when it is unknown, the missing or unexpected option, or, from the minimiser,
+        the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.static import Ball, minimize
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> best = minimize(task.model, task.data, Ball(1.0), method="finite-heads", N=2,
+    ...                 generator=torch.Generator().manual_seed(0), n_random=1, iters=20)
+    >>> type(best).__name__, tuple(best.heads.shape)
+    ('FiniteOptimum', (2, 24))
+    >>> minimize(task.model, task.data, Ball(1.0), method="newton")
+    Traceback (most recent call last):
+    ...
+    ValueError: method: expected one of ['finite-heads', 'first-variation', 'mean-field'], got 'newton'
+    """
+    if method not in MINIMIZERS:
+        raise ValueError(f"method: expected one of {sorted(MINIMIZERS)}, got {method!r}")
+    fn = MINIMIZERS[method]
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not an option of method {method!r} ({fn.__name__})")
+    missing = [p.name for p in params.values() if p.default is inspect.Parameter.empty
+               and p.name not in ("model", "data", "ball") and p.name not in options]
+    if missing:
+        raise ValueError(f"{missing[0]}: method {method!r} ({fn.__name__}) needs it")
+    return fn(model, data, ball=ball, **options)
+
