@@ -128,12 +128,10 @@ def sgd(
     --------
     >>> import torch
     >>> from mfattn.dynamics import sgd
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> h0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
-    ...                  dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, data, h0, _ = example()
     >>> mean_norm = lambda h: float(h.norm(dim=1).mean())
-    >>> run = sgd(task.model, task.data, h0, eps=0.1, T=1.0, record_every=0.5,
+    >>> run = sgd(model, data, h0, eps=0.1, T=1.0, record_every=0.5,
     ...           generator=torch.Generator().manual_seed(1), statistics={"norm": mean_norm},
     ...           progress=False)
     >>> run.times.tolist(), run.heads.shape, run.stats["norm"].shape
@@ -228,17 +226,17 @@ def reference_flow(
     --------
     >>> import torch
     >>> from mfattn.dynamics import reference_flow
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> w0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    >>> from mfattn.tasks import example
+    >>> model, data, _, _ = example()
+    >>> w0 = torch.randn(6, model.d_omega, generator=torch.Generator().manual_seed(0),
     ...                  dtype=torch.float64)
-    >>> flow = reference_flow(task.model, task.data, w0, T=1.0, step=0.25, record_every=0.5,
+    >>> flow = reference_flow(model, data, w0, T=1.0, step=0.25, record_every=0.5,
     ...                       keep=0, keep_stages=False, progress=False)
     >>> flow.population.shape, flow.stage_residuals, flow.final.shape
     (torch.Size([3, 0, 24]), None, torch.Size([6, 24]))
     >>> bool((flow.risk.diff() < 0).all()), bool((flow.dissipation >= 0).all())
     (True, True)
-    >>> tags = reference_flow(task.model, task.data, w0, T=1.0, step=0.25, record_every=0.5,
+    >>> tags = reference_flow(model, data, w0, T=1.0, step=0.25, record_every=0.5,
     ...                       progress=False).stage_residuals
     >>> tags.shape   # (steps, Runge-Kutta stages, n, L, d_x)
     torch.Size([4, 4, 4, 3, 3])
@@ -368,11 +366,11 @@ def chaos_errors(run: Trajectory, tags: torch.Tensor, reference_population: torc
         An :func:`sgd` run; its recorded heads ``(R, N, d_omega)`` are the ones compared.
     tags : Tensor (R, N, d_omega)
         The tagged characteristics of the run's recorded initial heads at the same recording times
-        (:meth:`ReferenceFlow.characteristics`).
+        (:meth:`~mfattn.integrate.Run.characteristics`).
     reference_population : Tensor (R, M, d_omega)
-        The reference population at the same recording times (:attr:`ReferenceFlow.population`).
+        The reference population at the same recording times (:attr:`~mfattn.integrate.Run.population`).
     reference_risk : Tensor (R,)
-        :math:`\mathcal E(\rho_t)` at the same times (:attr:`ReferenceFlow.risk`).
+        :math:`\mathcal E(\rho_t)` at the same times (:attr:`~mfattn.integrate.Run.risk`).
     directions : Tensor (P, d_omega)
         Directions of the linear test functions (normalised here).
     centers : Tensor (Q, d_omega)

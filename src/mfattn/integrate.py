@@ -8,15 +8,15 @@ recorders (risk (10), dissipation (38), kept particles, statistics), a checkpoin
 one result type, :class:`Run`, that saves and loads. What differs, the update rule, is a
 :class:`Stepper` registered by name in :data:`STEPPERS`:
 
-========== ============================================================= ==========================
-name       update (``g = grad Phi`` on the step's samples)               paper
-========== ============================================================= ==========================
-``sgd``    ``omega - 2 h zeta(t) g`` on ``batch_size`` sequences          (19)
-``gd``     the same on the whole dataset (the martingale term vanishes)   (19), drift of (21)
-``rk4``    classical Runge-Kutta for ``dW/dt = -2 zeta(t) g(W, t)``       (21)
-``heavy-ball`` ``b = mu b + 2 zeta g``, ``omega - h b`` (``torch.optim.SGD``) chapter 08
-``adam``   ``torch.optim.Adam``'s rule on ``2 zeta g``, per particle      chapter 08
-========== ============================================================= ==========================
+================ ================================================================ ====================
+name             update (``g = grad Phi`` on the step's samples)                  paper
+================ ================================================================ ====================
+``sgd``          ``omega - 2 h zeta(t) g`` on ``batch_size`` sequences             (19)
+``gd``           the same on the whole dataset (the martingale term vanishes)      (19), drift of (21)
+``rk4``          classical Runge-Kutta for ``dW/dt = -2 zeta(t) g(W, t)``          (21)
+``heavy-ball``   ``b = mu b + 2 zeta g``, ``omega - h b`` (``torch.optim.SGD``)    chapter 08
+``adam``         ``torch.optim.Adam``'s rule on ``2 zeta g``, per particle         chapter 08
+================ ================================================================ ====================
 
 :func:`mfattn.dynamics.sgd` and :func:`mfattn.dynamics.reference_flow`, which chapters 02-07 call,
 are this integrator with ``sgd``/``gd`` and ``rk4``. A new rule is a small class::
@@ -313,11 +313,9 @@ class Run:
     --------
     >>> import torch
     >>> from mfattn.integrate import integrate
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> h0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
-    ...                  dtype=torch.float64)
-    >>> run = integrate(task.model, task.data, h0, stepper="adam", step=0.1, T=1.0, record_every=0.5,
+    >>> from mfattn.tasks import example
+    >>> model, data, h0, _ = example()
+    >>> run = integrate(model, data, h0, stepper="adam", step=0.1, T=1.0, record_every=0.5,
     ...                 progress=False)
     >>> run
     Run(stepper='adam', steps=10, times=[0.0, 0.5, 1.0], heads=(3, 5, 24))
@@ -384,11 +382,11 @@ class Run:
         --------
         >>> import torch
         >>> from mfattn.dynamics import reference_flow
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> w0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+        >>> from mfattn.tasks import example
+        >>> model, data, _, _ = example()
+        >>> w0 = torch.randn(6, model.d_omega, generator=torch.Generator().manual_seed(0),
         ...                  dtype=torch.float64)
-        >>> flow = reference_flow(task.model, task.data, w0, T=1.0, step=0.25, record_every=0.5,
+        >>> flow = reference_flow(model, data, w0, T=1.0, step=0.25, record_every=0.5,
         ...                       progress=False)
         >>> tags = flow.characteristics(w0[:2])
         >>> tags.shape
@@ -441,11 +439,9 @@ class Run:
         --------
         >>> import tempfile, torch
         >>> from mfattn.integrate import Run, integrate
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> h0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
-        ...                  dtype=torch.float64)
-        >>> run = integrate(task.model, task.data, h0, stepper="gd", step=0.25, T=1.0, record_every=0.5,
+        >>> from mfattn.tasks import example
+        >>> model, data, h0, _ = example()
+        >>> run = integrate(model, data, h0, stepper="gd", step=0.25, T=1.0, record_every=0.5,
         ...                 progress=False)
         >>> with tempfile.TemporaryDirectory() as d:
         ...     back = Run.load(run.save(f"{d}/run.pt"))
@@ -655,7 +651,7 @@ class Stepper:
             :math:`\rho` the population at that stage (for a multi-stage scheme the integrator moves
             the population to the stage's points); stage 0 is always called first, with ``heads``.
         state : dict
-            From :meth:`init_state`, updated in place.
+            From :meth:`Stepper.init_state`, updated in place.
 
         Returns
         -------
@@ -991,11 +987,9 @@ def integrate(
     --------
     >>> import torch
     >>> from mfattn.integrate import integrate
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> h0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
-    ...                  dtype=torch.float64)
-    >>> runs = {name: integrate(task.model, task.data, h0, stepper=name, step=0.125, T=1.0,
+    >>> from mfattn.tasks import example
+    >>> model, data, h0, _ = example()
+    >>> runs = {name: integrate(model, data, h0, stepper=name, step=0.125, T=1.0,
     ...                         record_every=0.5, batch_size=None, progress=False)
     ...         for name in ("gd", "rk4", "heavy-ball", "adam")}
     >>> [bool(r.risk[-1] < r.risk[0]) for r in runs.values()]

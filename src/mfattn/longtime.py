@@ -129,12 +129,12 @@ def energy_balance(times, risk, dissipation, zeta=1.0) -> EnergyBalance:
     >>> import torch
     >>> from mfattn.dynamics import reference_flow
     >>> from mfattn.longtime import energy_balance
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> w0 = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    >>> from mfattn.tasks import example
+    >>> model, data, _, _ = example()
+    >>> w0 = torch.randn(5, model.d_omega, generator=torch.Generator().manual_seed(0),
     ...                  dtype=torch.float64)
     >>> def balance(h):  # a Runge-Kutta run recorded at every step h
-    ...     flow = reference_flow(task.model, task.data, w0, T=0.4, step=h, record_every=h,
+    ...     flow = reference_flow(model, data, w0, T=0.4, step=h, record_every=h,
     ...                           progress=False)
     ...     return energy_balance(flow.times, flow.risk, flow.dissipation)
     >>> coarse, fine = balance(0.1), balance(0.05)
@@ -486,11 +486,11 @@ class InwardCheck(NamedTuple):
     >>> import torch
     >>> from mfattn.longtime import inward_products
     >>> from mfattn.static import Ball
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> heads = torch.randn(5, task.model.d_omega, generator=torch.Generator().manual_seed(0),
+    >>> from mfattn.tasks import example
+    >>> model, data, _, _ = example()
+    >>> heads = torch.randn(5, model.d_omega, generator=torch.Generator().manual_seed(0),
     ...                     dtype=torch.float64)
-    >>> chk = inward_products(task.model, task.data, heads, None, Ball(3.0), n_points=6,
+    >>> chk = inward_products(model, data, heads, None, Ball(3.0), n_points=6,
     ...                       generator=torch.Generator().manual_seed(1))
     >>> chk.points.shape, chk.products.shape, 0 <= chk.fraction_inward <= 1
     (torch.Size([6, 24]), torch.Size([6]), True)

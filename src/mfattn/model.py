@@ -355,11 +355,11 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> task.model.check_data(task.data) is task.data
+        >>> from mfattn.tasks import example
+        >>> model, data, _, _ = example()
+        >>> model.check_data(data) is data
         True
-        >>> task.model.check_data(task.data.to(dtype=torch.float32))
+        >>> model.check_data(data.to(dtype=torch.float32))
         Traceback (most recent call last):
             ...
         ValueError: data: dtype/device torch.float32/cpu differ from the model's torch.float64/cpu
@@ -394,11 +394,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> z = model.logits(data.X, heads)
         >>> model.loss(data.Y, z).shape
         torch.Size([4, 3])
@@ -426,11 +423,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> H = model.loss_hessian(data.Y, model.logits(data.X, heads))
         >>> H.shape
         torch.Size([4, 3, 4, 4])
@@ -558,11 +552,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> out, (Q, K, V, A, AV, W_O) = model.forward(data.X, heads)
         >>> out.shape, Q.shape, A.shape
         (torch.Size([5, 4, 3, 3]), torch.Size([5, 4, 3, 2]), torch.Size([5, 4, 3, 3]))
@@ -697,12 +688,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> grad = model.grad_phi(data.X, data.Y, heads, w)
         >>> grad.shape
         torch.Size([5, 24])
@@ -748,12 +735,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> risk, diss = model.risk_and_dissipation(data.X, data.Y, heads, w)
         >>> bool(torch.allclose(risk, model.risk(data, heads)))
         True
@@ -805,12 +788,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> risk, G, grad, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
         >>> risk.shape, G.shape, grad.shape, phi.shape
         (torch.Size([]), torch.Size([4, 3, 3]), torch.Size([5, 24]), torch.Size([5]))
@@ -867,12 +846,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> risk, grad, phi = model.risk_grad_phi(data.X, data.Y, heads, w)
         >>> grad.shape, bool(torch.allclose(phi, model.first_variation(data, heads, heads, w)))
         (torch.Size([5, 24]), True)
@@ -952,12 +927,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
         >>> q = heads[:2] + 0.1
         >>> phi = model.phi_at(data.X, G, q)
@@ -1002,12 +973,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
         >>> q = heads[:2] + 0.1
         >>> grad = model.grad_at(data.X, G, q)
@@ -1186,11 +1153,8 @@ class HeadModel(ParticleModel):
         :math:`\Phi(q;\rho) - \int\Phi(\omega;\rho)\,\rho(d\omega)` at ``t = 0``:
 
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> q = heads[:1] + 0.5
         >>> phi_q = model.first_variation(data, q, heads)[0]
         >>> phi_rho = model.first_variation(data, heads, heads).mean()  # uniform weights
@@ -1225,11 +1189,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> q = (heads[:2] + 0.1).requires_grad_()
         >>> (auto,) = torch.autograd.grad(model.first_variation(data, q, heads).sum(), q)
         >>> grad = model.grad_first_variation(data, q.detach(), heads)
@@ -1301,11 +1262,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> model.stochastic_gradient(data.subset([0]), heads).shape
         torch.Size([5, 24])
         >>> one_by_one = [model.stochastic_gradient(data.subset([b]), heads) for b in range(4)]
@@ -1376,11 +1334,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> omega, v, eps = heads[0], heads[1], 1e-5
         >>> H = model.hessian_first_variation(data, omega, heads)
         >>> grad_phi = lambda om: model.grad_first_variation(data, om[None], heads)[0]
@@ -1462,11 +1417,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> omega, v, eps = heads[0], heads[1], 1e-5
         >>> H = model.translation_hessian(data, omega)
         >>> # the gradient of the single-head risk at om is grad Phi(om; delta_om)

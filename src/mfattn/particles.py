@@ -30,9 +30,9 @@ the hot path (no validation; ``X, Y`` are the dataset's tensors or a minibatch o
     chapter 03). ``phi_at(X, G, query) -> (M,)``: :math:`\Phi` there.
 
 for the static tools (:mod:`mfattn.static`)
-    ``features(X, heads) -> (N, *S, V)``: one particle's prediction :math:`\psi` at every sample (and
-    position); ``loss(Y, z) -> (*S)``: the loss per sample for predictions ``z (*S, V)``;
-    ``loss_hessian(Y, z) -> (*S, V, V)``: its Hessian in ``z``.
+    ``features(X, heads) -> (N, S..., V)``: one particle's prediction :math:`\psi` at every sample (and
+    position); ``loss(Y, z) -> (*S)``: the loss per sample for predictions ``z (S..., V)``;
+    ``loss_hessian(Y, z) -> (S..., V, V)``: its Hessian in ``z``.
 
 :class:`ParticleModel` supplies the rest from these: ``check_measure``, ``grad_phi`` (the drift of
 SGD (19)), ``risk_and_dissipation`` (the recorders; (10) and (38)), ``weighted_sq_norm`` and the
@@ -141,11 +141,11 @@ class ParticleModel:
 
         Examples
         --------
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> task.model.check_data(task.data) is task.data
+        >>> from mfattn.tasks import example
+        >>> model, data, _, _ = example()
+        >>> model.check_data(data) is data
         True
-        >>> task.model.check_data("sequences")
+        >>> model.check_data("sequences")
         Traceback (most recent call last):
         ...
         ValueError: data: expected a mfattn.Dataset, got str
@@ -222,12 +222,8 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> risk, G, grad, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
         >>> risk.shape, G.shape, grad.shape, phi.shape
         (torch.Size([]), torch.Size([4, 3, 3]), torch.Size([5, 24]), torch.Size([5]))
@@ -259,12 +255,8 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> _, G, grad, _ = model.evaluate(data.X, data.Y, heads, w)
         >>> torch.allclose(model.grad_at(data.X, G, heads), grad)
         True
@@ -295,12 +287,8 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> _, G, _, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
         >>> torch.allclose(model.phi_at(data.X, G, heads), phi)
         True
@@ -332,12 +320,8 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> grad = model.grad_phi(data.X, data.Y, heads, w)
         >>> grad.shape
         torch.Size([5, 24])
@@ -348,7 +332,7 @@ class ParticleModel:
 
     # ------------------------------------------------ for the static tools: prediction as an average
     def features(self, X, heads) -> torch.Tensor:  # pragma: no cover - every model defines it
-        r""":math:`\psi(\cdot;\omega_i)` (8): one particle's prediction at every sample, ``(N, *S, V)``; the
+        r""":math:`\psi(\cdot;\omega_i)` (8): one particle's prediction at every sample, ``(N, S..., V)``; the
         prediction of the measure is ``tensordot(weights, features, 1)``.
 
         ``S`` indexes the terms of the dataset average (``(n, L)`` for heads, ``(n,)`` for a regression)
@@ -363,7 +347,7 @@ class ParticleModel:
 
         Returns
         -------
-        Tensor (N, *S, V)
+        Tensor (N, S..., V)
 
         Examples
         --------
@@ -377,18 +361,18 @@ class ParticleModel:
         raise NotImplementedError
 
     def loss(self, Y, z) -> torch.Tensor:  # pragma: no cover - every model defines it
-        """The loss of every term for predictions ``z (*S, V)``: its mean is the risk (10).
+        """The loss of every term for predictions ``z (S..., V)``: its mean is the risk (10).
 
         Parameters
         ----------
-        Y : Tensor (*S, V)
+        Y : Tensor (S..., V)
             Targets.
-        z : Tensor (*S, V)
+        z : Tensor (S..., V)
             Predictions.
 
         Returns
         -------
-        Tensor (*S)
+        Tensor (S...)
 
         Examples
         --------
@@ -408,14 +392,14 @@ class ParticleModel:
 
         Parameters
         ----------
-        Y : Tensor (*S, V)
+        Y : Tensor (S..., V)
             Targets.
-        z : Tensor (*S, V)
+        z : Tensor (S..., V)
             Predictions.
 
         Returns
         -------
-        Tensor (*S, V, V)
+        Tensor (S..., V, V)
 
         Examples
         --------
@@ -574,13 +558,8 @@ class ParticleModel:
 
         Examples
         --------
-        >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
         >>> risk, diss = model.risk_and_dissipation(data.X, data.Y, heads, w)
         >>> round(float(risk), 4), round(float(diss), 4)
         (1.6279, 0.5171)

@@ -109,9 +109,9 @@ def feature_derivative_sup(
     --------
     >>> import torch
     >>> from mfattn.smoothness import feature_derivative_sup
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> est = feature_derivative_sup(task.model, task.data.X, [1.0, 2.0], n_points=2,
+    >>> from mfattn.tasks import example
+    >>> model, data, _, _ = example()
+    >>> est = feature_derivative_sup(model, data.X, [1.0, 2.0], n_points=2,
     ...                              n_directions=2, max_order=2,
     ...                              generator=torch.Generator().manual_seed(0), progress=False)
     >>> est.sup.shape, est.sup.dtype

@@ -635,10 +635,10 @@ class DiracPoint(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import analyse_dirac
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> point = analyse_dirac(task.model, task.data, torch.zeros(24, dtype=torch.float64))
+    >>> model, data, _, _ = example()
+    >>> point = analyse_dirac(model, data, torch.zeros(24, dtype=torch.float64))
     >>> point.grad_norm, round(point.risk, 4), point.tangent.dim  # omega = 0: stationary, risk log 4
     (0.0, 1.3863, 0)
     """
@@ -675,10 +675,10 @@ class DiracPoint(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.tasks import example
         >>> from mfattn.stability import analyse_dirac
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> point = analyse_dirac(task.model, task.data, torch.zeros(24, dtype=torch.float64))
+        >>> model, data, _, _ = example()
+        >>> point = analyse_dirac(model, data, torch.zeros(24, dtype=torch.float64))
         >>> point.null_dim("H0"), point.null_dim("H_tr")  # at omega = 0: the W_Q, W_K block, 2 d_x d_k
         (12, 12)
         """
@@ -712,10 +712,10 @@ def analyse_dirac(model: HeadModel, data: Dataset, omega: torch.Tensor, *, rtol:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import analyse_dirac
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> point = analyse_dirac(task.model, task.data, torch.zeros(24, dtype=torch.float64))
+    >>> model, data, _, _ = example()
+    >>> point = analyse_dirac(model, data, torch.zeros(24, dtype=torch.float64))
     >>> point.H0.shape, point.eig_H0_perp.shape
     (torch.Size([24, 24]), torch.Size([24]))
     >>> torch.allclose(point.H0, point.H_tr)  # at omega = 0, H_tr = H_0
@@ -773,15 +773,15 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import canonical_point, single_head_minimum
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data, _, _ = example()
     >>> g = torch.Generator().manual_seed(0)
-    >>> omega, risks = single_head_minimum(task.model, task.data, generator=g, n_starts=1, max_iter=5,
+    >>> omega, risks = single_head_minimum(model, data, generator=g, n_starts=1, max_iter=5,
     ...                                    newton_steps=0)
     >>> omega.shape, len(risks)
     (torch.Size([24]), 1)
-    >>> torch.allclose(canonical_point(task.model, omega), omega)
+    >>> torch.allclose(canonical_point(model, omega), omega)
     True
     """
     return _minimise(model, data, generator=generator, n_starts=n_starts, scale=scale, max_iter=max_iter,
@@ -832,15 +832,15 @@ def uniform_attention_point(model: HeadModel, data: Dataset, *, generator: torch
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import analyse_dirac, uniform_attention_point
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> omega, _ = uniform_attention_point(task.model, task.data, generator=torch.Generator().manual_seed(0),
+    >>> model, data, _, _ = example()
+    >>> omega, _ = uniform_attention_point(model, data, generator=torch.Generator().manual_seed(0),
     ...                                    n_starts=1)
-    >>> W_Q, W_K, W_V, W_O = task.model.unpack(omega)
+    >>> W_Q, W_K, W_V, W_O = model.unpack(omega)
     >>> float(W_Q.abs().max()), float(W_K.abs().max()), float((W_V @ W_O).abs().max()) > 0
     (0.0, 0.0, True)
-    >>> analyse_dirac(task.model, task.data, omega).grad_norm < 1e-12  # a Dirac stationary point (51)
+    >>> analyse_dirac(model, data, omega).grad_norm < 1e-12  # a Dirac stationary point (51)
     True
     """
     return _minimise(model, data, generator=generator, n_starts=n_starts, scale=scale, max_iter=max_iter,
@@ -1017,10 +1017,10 @@ class ZeroHessian(NamedTuple):
 
     Examples
     --------
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import zero_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> zh = zero_hessian(task.model, task.data)
+    >>> model, data, _, _ = example()
+    >>> zh = zero_hessian(model, data)
     >>> zh.C.shape, zh.sigma.shape, zh.eigenvalues.shape, zh.v_min.shape
     (torch.Size([3, 3]), torch.Size([3]), torch.Size([24]), torch.Size([24]))
     """
@@ -1073,12 +1073,12 @@ def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = N
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import spectrum, zero_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> zh = zero_hessian(task.model, task.data)
+    >>> model, data, _, _ = example()
+    >>> zh = zero_hessian(model, data)
     >>> zero = torch.zeros(24, dtype=torch.float64)
-    >>> H = task.model.hessian_first_variation(task.data, zero, zero[None])  # numerical
+    >>> H = model.hessian_first_variation(data, zero, zero[None])  # numerical
     >>> torch.allclose(spectrum(H), zh.eigenvalues)
     True
     >>> bool(torch.isclose(zh.v_min @ H @ zh.v_min, -zh.sigma[0]))
@@ -1268,13 +1268,13 @@ def monotonicity_ratio(model: HeadModel, data: Dataset, heads: torch.Tensor, ome
     :math:`\kappa \approx v^\top H_{tr} v = -\sigma_1`:
 
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import monotonicity_ratio, translate, zero_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> zh = zero_hessian(task.model, task.data)
+    >>> model, data, _, _ = example()
+    >>> zh = zero_hessian(model, data)
     >>> zero = torch.zeros(24, dtype=torch.float64)
-    >>> heads = translate(task.model, zero, zh.v_min, 1e-3)
-    >>> kappa = monotonicity_ratio(task.model, task.data, heads, zero)
+    >>> heads = translate(model, zero, zh.v_min, 1e-3)
+    >>> kappa = monotonicity_ratio(model, data, heads, zero)
     >>> round(kappa / -float(zh.sigma[0]), 3)
     1.0
     """

@@ -1589,13 +1589,13 @@ def minimize(model: HeadModel, data: Dataset, ball: Ball, *, method: str, **opti
     --------
     >>> import torch
     >>> from mfattn.static import Ball, minimize
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> best = minimize(task.model, task.data, Ball(1.0), method="finite-heads", N=2,
+    >>> from mfattn.tasks import example
+    >>> model, data, _, _ = example()
+    >>> best = minimize(model, data, Ball(1.0), method="finite-heads", N=2,
     ...                 generator=torch.Generator().manual_seed(0), n_random=1, iters=20)
     >>> type(best).__name__, tuple(best.heads.shape)
     ('FiniteOptimum', (2, 24))
-    >>> minimize(task.model, task.data, Ball(1.0), method="newton")
+    >>> minimize(model, data, Ball(1.0), method="newton")
     Traceback (most recent call last):
     ...
     ValueError: method: expected one of ['finite-heads', 'first-variation', 'mean-field'], got 'newton'
