@@ -46,13 +46,14 @@ def test_modules_the_rendered_docstrings_cite_are_in_the_api_reference():
     # function, method or module role in a docstring the API page renders that points into an
     # mfattn module without an entry there (":mod:`mfattn.fused`" before it had one) fails the build
     documented = {m for p in (ROOT / "book" / "api").glob("*.md")
-                  for m in re.findall(r"automodule:: mfattn\.(\w+)", p.read_text())}
-    modules = {py.stem for py in (ROOT / "src" / "mfattn").glob("*.py")}
-    role = re.compile(r":(?:mod|func|meth|attr|obj|exc):`~?mfattn\.(\w+)")
+                  for m in re.findall(r"automodule:: mfattn\.([\w.]+)", p.read_text())}
+    pkg = ROOT / "src" / "mfattn"
+    modules = {f"{py.parent.name}.{py.stem}" for py in pkg.glob("*/*.py") if py.stem != "__init__"}
+    role = re.compile(r":(?:mod|func|meth|attr|obj|exc):`~?mfattn\.([a-z_]+\.[a-z_]+)")
     missing = sorted(
         f"{name}.py cites mfattn.{cited}"
         for name in documented
-        for cited in set(role.findall((ROOT / "src" / "mfattn" / f"{name}.py").read_text()))
+        for cited in set(role.findall((pkg / (name.replace(".", "/") + ".py")).read_text()))
         if cited in modules and cited not in documented
     )
     assert documented and documented <= modules and not missing, missing

@@ -226,9 +226,9 @@ def test_compare_prints_a_run_beside_the_committed_verdicts(toy):
 
 def test_import_mfattn_exposes_its_submodules():
     code = ("import mfattn, pathlib; "
-            "names = [p.stem for p in pathlib.Path(mfattn.__file__).parent.glob('*.py') if not p.stem.startswith('_')]; "
+            "names = [p.stem for p in pathlib.Path(mfattn.__file__).parent.glob('*/*.py') if not p.stem.startswith('_')]; "
             "assert sorted(names) == sorted(mfattn.SUBMODULES), names; "
             "import types; assert all(isinstance(getattr(mfattn, n), types.ModuleType) for n in names); "
             "print(mfattn.dynamics.__name__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert res.returncode == 0 and res.stdout.strip() == "mfattn.dynamics", res.stderr
+    assert res.returncode == 0 and res.stdout.strip() == "mfattn.flows.dynamics", res.stderr

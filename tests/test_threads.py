@@ -71,7 +71,7 @@ def test_numbas_openmp_runtime_sleeps_too():
     assert set(spins) == {"0"}
 
 
-@pytest.mark.parametrize("md", sorted((ROOT / "notebooks").glob("*.md")) + [ROOT / "src/mfattn/templates/chapter.md"],
+@pytest.mark.parametrize("md", sorted((ROOT / "notebooks").glob("*.md")) + [ROOT / "src/mfattn/companion/templates/chapter.md"],
                          ids=lambda p: p.stem)
 def test_chapters_import_mfattn_before_torch(md):
     code = "\n".join(c.source for c in jupytext.read(md).cells if c.cell_type == "code")

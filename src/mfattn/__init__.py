@@ -1,10 +1,26 @@
 """mfattn: executable companion to "A Mean-Field Analysis of Multi-Head Self-Attention under
 Cross-Entropy Training" (arXiv 2606.10469).
 
-The engine: every equation of the paper is computed in exactly one place here; the book's
-chapters (``notebooks/``) call it.
+Two layers. The science computes every equation of the paper exactly once and never imports the
+companion:
+
+* :mod:`mfattn.models`: the particle-model protocol and the models (attention heads, their fused and
+  sharded forms, the two-layer network, the linear worked example, token particles), data and tasks;
+* :mod:`mfattn.flows`: the integrator with its steppers, SGD (19) and the reference flow (21), seeds;
+* :mod:`mfattn.analysis`: the static approximation, long-time fits, Dirac stability, smoothness
+  constants, fitting and transport.
+
+The companion, :mod:`mfattn.companion`, runs and checks the book: chapters, runner, command line,
+verdicts and their rendering, evidence map, replication, HTML check, sweeps, plotting, benchmark.
+
+Every module also answers to its short name, ``mfattn.<module>`` (``from mfattn.dynamics import sgd``
+is ``mfattn.flows.dynamics``): the chapters and the docstrings' examples import it so, and
+:data:`LAYOUT_OF` lists the table.
 """
 
+import importlib as _importlib
+import importlib.abc as _abc
+import importlib.util as _util
 import os as _os
 import sys as _sys
 
@@ -21,25 +37,54 @@ import sys as _sys
 THREAD_POLICY_APPLIED = "torch" not in _sys.modules or "OMP_WAIT_POLICY" in _os.environ
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .data import Dataset  # noqa: E402  (torch loads here)
-from .model import HeadModel  # noqa: E402
-from .softmax import cross_entropy, entropy, softmax_jacobian
+#: The package's layout: each subpackage and its modules (the first three are the science layer).
+LAYOUT = {
+    "models": ("particles", "model", "fused", "data", "softmax", "activations", "twolayer", "linear", "tokens",
+               "distributed", "tasks"),
+    "flows": ("integrate", "dynamics", "seeds"),
+    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport"),
+    "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "replicate", "checkhtml",
+                  "sweep", "plotting", "bench"),
+}
+#: Short module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``).
+LAYOUT_OF = {m: f"{pkg}.{m}" for pkg, mods in LAYOUT.items() for m in mods}
+# every module of the engine, reachable as an attribute (``mfattn.dynamics``), imported on first use
+# so that ``import mfattn`` stays fast
+SUBMODULES = tuple(sorted(LAYOUT_OF))
+
+
+class _ShortName(_abc.MetaPathFinder, _abc.Loader):
+    """Imports ``mfattn.<module>`` as the module itself, ``mfattn.<subpackage>.<module>``: one module
+    object under two names (so monkeypatching, pickling and identity checks see the same thing)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        head, _, short = fullname.partition(".")
+        if head != __name__ or short not in LAYOUT_OF:
+            return None
+        return _util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        module = _importlib.import_module(f"{__name__}.{LAYOUT_OF[spec.name.partition('.')[2]]}")
+        spec.loader_state = module.__spec__  # the import machinery sets __spec__ to the short name's: put it back
+        return module
+
+    def exec_module(self, module):
+        module.__spec__ = module.__spec__.loader_state or module.__spec__
+
+
+if not any(isinstance(f, _ShortName) for f in _sys.meta_path):
+    _sys.meta_path.append(_ShortName())
+
+from .models.data import Dataset  # noqa: E402  (torch loads here)
+from .models.model import HeadModel  # noqa: E402
+from .models.softmax import cross_entropy, entropy, softmax_jacobian  # noqa: E402
 
 __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian"]
 
-# every module of the engine, reachable as an attribute (``mfattn.dynamics``), imported on first use
-# so that ``import mfattn`` stays fast
-SUBMODULES = ("activations", "bench", "book", "chapters", "checkhtml", "cli", "data", "distributed", "dynamics",
-              "evidence", "fitting", "fused", "integrate", "linear", "longtime", "model", "particles", "plotting", "replicate", "runner",
-              "render", "seeds", "smoothness", "softmax", "stability", "static", "sweep", "tasks", "tokens", "transport",
-              "twolayer", "verdicts")
-
 
 def __getattr__(name):
-    if name in SUBMODULES:
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
+    if name in LAYOUT_OF:
+        return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -7,7 +7,7 @@ else.
 
 Under ``python -m mfattn run`` the chapter's kernel has ``MFATTN_PROGRESS`` set to a file: every bar
 then writes its state there as JSON lines (at most a few per second) and nothing into the notebook;
-the command reads that file and draws the bars in the terminal (:mod:`mfattn.runner`).
+the command reads that file and draws the bars in the terminal (:mod:`mfattn.companion.runner`).
 """
 
 from __future__ import annotations

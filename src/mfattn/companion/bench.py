@@ -1,0 +1,508 @@
+"""Benchmark of the engine's hot path: ``python -m mfattn bench``.
+
+Measures, in one process and on the same seeded data, two operations for N over powers of two:
+
+* ``grad``: a full-gradient evaluation, i.e. the logits over all heads (8), the residual, and
+  ``grad Phi(omega_i; rho)`` (13) of every head over the whole dataset;
+* ``sgd``: one SGD step (19) on one drawn sequence (the paper's step).
+
+Up to four implementations compute the same numbers (the benchmark checks they agree):
+
+* ``fused``: :class:`mfattn.models.model.HeadModel` on the CPU, its default there: the fused head pass of
+  :mod:`mfattn.models.fused` (one sweep per block of heads, compiled with numba); its first-call time
+  (compiling, or loading numba's disk cache) is measured in fresh processes;
+* ``engine``: :class:`mfattn.models.model.HeadModel` on its torch path (``fused=False``: streamed head
+  chunks, batched kernels, hand-written backward pass), the CUDA path;
+* ``loop``: what a user would write, a Python loop over the heads, each through
+  ``torch.nn.functional.scaled_dot_product_attention``, and autograd;
+* ``naive``: a straightforward batched version that materialises every head's features
+  ``psi (N, B, L, d_v)`` at once (batched SDPA) and calls autograd.
+
+The two baselines are independent implementations of eqs. (5)-(10), kept here (not in the engine)
+because their only purpose is comparison. Figures: median wall time of ``repeats`` calls after a
+warm-up; throughput in head-samples per second (``N x sequences / time``); peak working memory
+(CPU: rise of the resident set's high-water mark over the resident set before the call, after
+``malloc_trim``; CUDA: ``torch.cuda.max_memory_allocated`` over the allocation before the call);
+achieved FLOP/s from the FLOP count of :func:`flop_count` against the rate of a matrix product of
+the same dtype and the copy bandwidth, both measured in the same run on the same device. Results go to a JSON file, a Markdown
+table and a plot for the book's benchmark page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..models import fused as _fused
+from .._progress import progress_bar
+from ..models.model import HeadModel
+
+__all__ = ["flop_count", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
+           "main"]
+
+IMPLS = ("fused", "engine", "naive", "loop")
+
+
+# --------------------------------------------------------------------------- baselines
+def _unpack(heads, d_x, d_k):
+    m = d_x * d_k
+    N = heads.shape[0]
+    return (heads[:, :m].view(N, d_x, d_k), heads[:, m:2 * m].view(N, d_x, d_k),
+            heads[:, 2 * m:3 * m].view(N, d_x, d_k), heads[:, 3 * m:].view(N, d_k, d_x))
+
+
+def _loss(z, Y):
+    return (torch.logsumexp(z, -1) - (Y * z).sum(-1)).mean()
+
+
+def loop_grad(model: HeadModel, X, Y, heads, weights):
+    """``grad Phi(omega_i; rho)`` of every head by a per-head Python loop over SDPA and autograd.
+
+    The risk's gradient in ``omega_i`` is ``w_i grad Phi(omega_i; rho)``, so it is divided by ``w_i``."""
+    h = heads.detach().requires_grad_(True)
+    W_Q, W_K, W_V, W_O = _unpack(h, model.d_x, model.d_k)
+    z = 0
+    for i in range(h.shape[0]):
+        o = F.scaled_dot_product_attention(X @ W_Q[i], X @ W_K[i], X @ W_V[i], is_causal=True)
+        z = z + weights[i] * (o @ W_O[i])
+    (g,) = torch.autograd.grad(_loss(z @ model.W_out, Y), h)
+    return g / weights[:, None]
+
+
+def naive_grad(model: HeadModel, X, Y, heads, weights):
+    """The same by one batched pass that materialises every head's features ``psi (N, B, L, d_v)``."""
+    h = heads.detach().requires_grad_(True)
+    W_Q, W_K, W_V, W_O = _unpack(h, model.d_x, model.d_k)
+    Xh = X.unsqueeze(0)
+    o = F.scaled_dot_product_attention(Xh @ W_Q[:, None], Xh @ W_K[:, None], Xh @ W_V[:, None], is_causal=True)
+    psi = o @ W_O[:, None] @ model.W_out  # (N, B, L, d_v)
+    z = torch.einsum("n,nblv->blv", weights, psi)
+    (g,) = torch.autograd.grad(_loss(z, Y), h)
+    return g / weights[:, None]
+
+
+def engine_grad(model: HeadModel, X, Y, heads, weights):
+    """The engine's hot path on its torch path (no validation): the call SGD (19) and the
+    characteristics (21) make, with ``fused=False``."""
+    return _with(model, False).grad_phi(X, Y, heads, weights)
+
+
+def fused_grad(model: HeadModel, X, Y, heads, weights):
+    """The same call on the fused CPU path (:mod:`mfattn.models.fused`)."""
+    return _with(model, True).grad_phi(X, Y, heads, weights)
+
+
+def _with(model: HeadModel, fused: bool) -> HeadModel:
+    if model.fused is fused:
+        return model
+    cache = model.__dict__.setdefault("_bench_variants", {})
+    if fused not in cache:  # one model per path, so that its mask cache is reused across calls
+        cache[fused] = HeadModel(model.W_out, model.d_k, chunk_size=model.chunk_size,
+                                 sample_chunk=model.sample_chunk, memory_budget=model.memory_budget, fused=fused)
+    return cache[fused]
+
+
+GRADS = {"fused": fused_grad, "engine": engine_grad, "naive": naive_grad, "loop": loop_grad}
+
+
+def compile_time() -> dict:
+    """First-call time of the fused kernels in fresh processes: with an empty numba cache (they are
+    compiled, for float32 and float64) and again with the cache that run wrote (they are loaded).
+
+    Returns
+    -------
+    dict
+        ``{"cold_s": float, "cached_s": float}``, seconds from the first call to both kernels ready.
+    """
+    code = "from mfattn import fused; print(fused.compile_seconds()['seconds'])"
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "NUMBA_CACHE_DIR": d}
+        run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                           check=True).stdout.split()[-1])
+        return {"cold_s": run(), "cached_s": run()}
+
+
+def flop_count(L: int, d_x: int, d_k: int) -> int:
+    """Floating-point operations of one head on one sequence, forward and backward (dense, as executed).
+
+    Forward ``F = 2L (3 d_x d_k)`` (projections) ``+ 2 L^2 d_k`` (scores) ``+ 2 L^2 d_k`` (``A V``)
+    ``+ 2 L d_k d_x`` (``W_O``); a backward pass costs two forward passes' matrix products, so one
+    gradient evaluation is counted as ``3 F``. The softmax, the mask and ``W_out`` (shared, once
+    after the head sum) are not counted."""
+    fwd = 2 * L * 3 * d_x * d_k + 4 * L * L * d_k + 2 * L * d_k * d_x
+    return 3 * fwd
+
+
+# ------------------------------------------------------------------------ measurement
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time(fn, device, repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
+def _peak_memory(fn, device) -> int | None:
+    """Bytes of working memory one call needs above what was allocated before it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand freed pages back, so that the RSS is live data
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the high-water mark VmHWM
+        base = _status_kb("VmRSS")
+        fn()
+        return 1024 * max(_status_kb("VmHWM") - base, 0)
+    except OSError:
+        return None
+
+
+def _device_peaks(device, dtype) -> dict:
+    """Matrix-product FLOP/s and copy bandwidth measured now, on this device (the run's own roofline)."""
+    n = 8192 if device.type == "cuda" else 1024
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    t = _time(lambda: a @ b, device, 5)
+    x = torch.empty(1 << (28 if device.type == "cuda" else 24), device=device, dtype=torch.float32)
+    tc = _time(lambda: x.clone(), device, 5)
+    return {"matmul_flops": 2 * n**3 / t, "matmul_size": n, "copy_bytes_per_s": 2 * x.numel() * 4 / tc}
+
+
+def machine(device) -> dict:
+    info = {"torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        info["cpu"] = f"{names[0]} ({len(names)} logical cores)" if names else platform.processor()
+    except OSError:
+        info["cpu"] = platform.processor()
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        info["gpu"] = f"{p.name}, {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs"
+        info["tf32"] = torch.backends.cuda.matmul.allow_tf32
+    return info
+
+
+def _problem(task: str, n_data: int, L: int, d_x: int, d_k: int, dtype, device, seed=0):
+    from ..models.tasks import make_task
+
+    kw = dict(n=n_data, seed=seed, dtype=dtype, device=device)
+    if task == "teacher":
+        kw.update(L=L, d_x=d_x, d_k=d_k)
+    return make_task(task, **kw)
+
+
+def run_benchmark(
+    *, Ns, task="teacher", n_data=16, L=8, d_x=4, d_k=2, device="cpu", dtype="float32", repeats=5,
+    loop_max_seconds=20.0, naive_max_bytes=None, memory=True, budgets=(), profile=0, seed=0, progress=True,
+    compile_time_too=True,
+) -> dict:
+    """Run the benchmark; returns the results as a JSON-ready dict (see the module docstring)."""
+    dev = torch.device(device)
+    dt = getattr(torch, dtype)
+    tk = _problem(task, n_data, L, d_x, d_k, dt, dev, seed)
+    model, X, Y = tk.model, tk.data.X, tk.data.Y
+    n, L = X.shape[0], X.shape[1]
+    if naive_max_bytes is None:  # the naive pass keeps about 8 (N, B, L, L) tensors for autograd
+        total = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else \
+            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        naive_max_bytes = total // 4
+    item = torch.finfo(dt).bits // 8
+    g = torch.Generator().manual_seed(seed + 1)
+    flops = flop_count(L, model.d_x, model.d_k)
+    out = {"machine": machine(dev), "device": str(dev), "dtype": dtype, "task": task, "n_data": n, "L": L,
+           "d_x": model.d_x, "d_k": model.d_k, "d_v": model.d_v, "repeats": repeats,
+           "flops_per_head_sample": flops, "peaks": _device_peaks(dev, dt), "rows": [], "budgets": []}
+    # the best path on this device is the reference of every row: the fused pass on a CPU
+    best = "fused" if dev.type == "cpu" and _fused.available() else "engine"
+    impls = [i for i in IMPLS if i != "fused" or best == "fused"]
+    out["best"] = best
+    if best == "fused" and compile_time_too:
+        out["fused_compile"] = compile_time()
+    stopped = set()
+    bar = progress_bar(list(Ns), enabled=progress, desc="bench N", leave=False)
+    for N in bar:
+        heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
+        w = torch.full((N,), 1.0 / N, dtype=dt, device=dev)
+        idx = torch.randint(n, (1,), generator=g).to(dev)
+        Xs, Ys = X[idx], Y[idx]
+        row = {"N": N}
+        ref = GRADS[best](model, X, Y, heads, w)
+        scale = float(ref.abs().max())
+        for impl in impls:
+            if impl in stopped or (impl == "naive" and 8 * N * n * L * L * item > naive_max_bytes):
+                continue
+            grad = GRADS[impl]
+            gr = grad(model, X, Y, heads, w)
+            row[f"{impl}_agree"] = float((gr - ref).abs().max()) / scale  # relative to the largest entry
+            row[f"{impl}_grad_s"] = _time(lambda: grad(model, X, Y, heads, w), dev, repeats)
+            row[f"{impl}_sgd_s"] = _time(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats)
+            if memory:
+                row[f"{impl}_grad_mem"] = _peak_memory(lambda: grad(model, X, Y, heads, w), dev)
+            if impl == "loop" and row["loop_grad_s"] * repeats > loop_max_seconds:
+                stopped.add("loop")  # larger N would only take longer; the ratio is already clear
+        for impl in ("fused", "engine"):
+            if f"{impl}_grad_s" in row:
+                row[f"{impl}_head_samples_per_s"] = N * n / row[f"{impl}_grad_s"]
+                row[f"{impl}_flops"] = flops * N * n / row[f"{impl}_grad_s"]
+        row["heads_bytes"] = N * model.d_omega * item
+        for impl in impls:
+            if impl != best and f"{impl}_grad_s" in row:
+                row[f"speedup_grad_vs_{impl}"] = row[f"{impl}_grad_s"] / row[f"{best}_grad_s"]
+                row[f"speedup_sgd_vs_{impl}"] = row[f"{impl}_sgd_s"] / row[f"{best}_sgd_s"]
+        out["rows"].append(row)
+        del heads
+    N = max(Ns)
+    heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
+    w = torch.full((N,), 1.0 / N, dtype=dt, device=dev)
+    for b in budgets:
+        m = HeadModel(model.W_out, model.d_k, memory_budget=int(b), fused=False)
+        out["budgets"].append({"N": N, "budget": int(b), "grad_s": _time(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)})
+    if profile:
+        heads = (0.5 * torch.randn(profile, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
+        w = torch.full((profile,), 1.0 / profile, dtype=dt, device=dev)
+        out["profile"] = profile_engine(model, X, Y, heads, w, dev)
+        out["profile"]["N"] = profile
+    return out
+
+
+def profile_engine(model, X, Y, heads, w, device, top: int = 12) -> dict:
+    """The kernels of one full-gradient evaluation on the torch path by ``torch.profiler``: on CUDA the
+    ``top`` GPU kernels by device time (kernel rows only, so that no time is counted twice), on a CPU
+    the ``top`` operators by their own CPU time; with their share of the total. (The fused path is one
+    compiled kernel per pass, which the profiler does not see into.)"""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    engine_grad(model, X, Y, heads, w)
+    _sync(device)
+    with profile(activities=acts) as prof:
+        engine_grad(model, X, Y, heads, w)
+        _sync(device)
+    events = prof.key_averages()
+    if device.type == "cuda":
+        own = lambda e: getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        events = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    else:
+        own = lambda e: e.self_cpu_time_total
+    rows = sorted(events, key=own, reverse=True)
+    total = sum(own(e) for e in events) or 1.0
+    return {"total_ms": total / 1e3, "kernels": [
+        {"name": e.key[:90], "calls": e.count, "ms": own(e) / 1e3, "share": own(e) / total} for e in rows[:top]]}
+
+
+# --------------------------------------------------------------------------- reports
+def _fmt_s(v):
+    return "" if v is None else (f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.3g} s")
+
+
+def _fmt_b(v):
+    if v is None:
+        return ""
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if v >= 1 << k:
+            return f"{v / (1 << k):.3g} {unit}"
+    return f"{v} B"
+
+
+def _kernel(name: str) -> str:
+    """A CUDA kernel's name without its return type, namespaces and template arguments
+    (``void at::native::(anonymous namespace)::softmax_warp_forward<float, ...>`` is
+    ``softmax_warp_forward``), with the functor an elementwise kernel applies, cut at 40
+    characters: the profile table fits the column."""
+    depth, bare = 0, []
+    for ch in name:
+        depth += ch in "<("
+        if depth == 0:
+            bare.append(ch)
+        depth -= ch in ">)"
+    text = "".join(bare).split()[-1] if "".join(bare).split() else name
+    text = text.rsplit("::", 1)[-1] or name
+    op = re.search(r"(\w+Functor)\b", name) or re.search(r"(\w+Op)\b", name)
+    if op:
+        text += f" ({op.group(1)})"
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def table(res: dict) -> str:
+    """The results as a Markdown table (the book's benchmark page includes it)."""
+    m = res["machine"]
+    where = m.get("gpu") or m["cpu"]
+    pk = res["peaks"]
+    lines = [
+        f"Machine: {where}; torch {m['torch']}, {m['threads']} CPU threads; {res['dtype']}.",
+        f"Problem: task `{res['task']}`, {res['n_data']} sequences of L = {res['L']}, d_x = {res['d_x']}, "
+        f"d_k = {res['d_k']}, d_v = {res['d_v']}; median of {res['repeats']} calls.",
+        f"Same-run roofline: {res['dtype']} matrix product {pk['matmul_flops'] / 1e12:.3g} TFLOP/s "
+        f"({pk['matmul_size']}^3), copy {pk['copy_bytes_per_s'] / 1e9:.3g} GB/s (read + write).",
+        "",
+    ]
+    best = res.get("best", "engine")  # results saved before the fused path have only the torch path
+    name = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
+    others = [i for i in IMPLS if i != best and (i != "fused" or best == "fused")]
+    # two tables that fit the book's column: speed, then memory
+    lines += [
+        f"| N | {name[best]} grad | {name[best]} SGD step | GFLOP/s | % of product rate | "
+        + " | ".join(f"× {name[i]}" for i in others) + " |",
+        "|" + "---:|" * (5 + len(others)),
+    ]
+    for r in res["rows"]:
+        def sp(impl):
+            k = f"speedup_grad_vs_{impl}"
+            return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
+        lines.append(
+            f"| {r['N']} | {_fmt_s(r[f'{best}_grad_s'])} | {_fmt_s(r[f'{best}_sgd_s'])} | "
+            f"{r[f'{best}_flops'] / 1e9:.3g} | {100 * r[f'{best}_flops'] / pk['matmul_flops']:.2g}% | "
+            + " | ".join(sp(i) for i in others) + " |")
+    lines += ["", f"'× {name[others[0]]}': the {name[best]} pass's speed-up, full gradient / SGD step.", "",
+              "| N | " + " | ".join(f"memory {name[i]}" for i in [best] + others) + " | heads |",
+              "|" + "---:|" * (len(others) + 3)]
+    for r in res["rows"]:
+        lines.append(f"| {r['N']} | " + " | ".join(_fmt_b(r.get(f"{i}_grad_mem")) for i in [best] + others)
+                     + f" | {_fmt_b(r['heads_bytes'])} |")
+    worst = max(max(r.get(f"{i}_agree", 0.0) for i in others) for r in res["rows"])
+    lines += ["", f"The {len(others) + 1} implementations agree to {worst:.1e} (largest gradient difference relative "
+              f"to the largest gradient entry, against the {name[best]}). 'not run': the naive pass would exceed a "
+              "quarter of the memory, or the loop exceeded its time budget at a smaller N."]
+    if res.get("fused_compile"):
+        c = res["fused_compile"]
+        lines += ["", f"First call of the fused kernels in a fresh process (float32 and float64): {c['cold_s']:.3g} s "
+                  f"compiling with an empty numba cache, {c['cached_s']:.3g} s loading the cache that run wrote."]
+    if res.get("profile"):
+        prof = res["profile"]
+        lines += ["", f"Profile of one full-gradient evaluation on the torch path at N = {prof['N']} "
+                  f"({prof['total_ms']:.3g} ms of kernel time):", "", "| kernel | calls | ms | share |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| `{_kernel(k['name'])}` | {k['calls']} | {k['ms']:.3g} | {100 * k['share']:.1f}% |"
+                  for k in prof["kernels"]]
+    if res["budgets"]:
+        lines += ["", "Chunk budget (torch path, full gradient, N = " + str(res["budgets"][0]["N"]) + "): " +
+                  ", ".join(f"{_fmt_b(b['budget'])}: {_fmt_s(b['grad_s'])}" for b in res["budgets"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+_LABEL = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
+
+
+def plot(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import plotting
+
+    with matplotlib.rc_context(plotting.STYLE):
+        _plot(res, path, plotting, plt)
+
+
+def _plot(res: dict, path: Path, plotting, plt) -> None:
+    fig, (a, b) = plotting.panels(2, height=3.4)
+    rows = res["rows"]
+    for impl, style in zip(IMPLS, ("D-", "o-", "s--", "^:")):
+        pts = [(r["N"], r[f"{impl}_grad_s"]) for r in rows if f"{impl}_grad_s" in r]
+        if pts:
+            a.loglog(*zip(*pts), style, label=_LABEL[impl])
+        pts = [(r["N"], r[f"{impl}_grad_mem"]) for r in rows if r.get(f"{impl}_grad_mem")]
+        if pts:
+            b.loglog(*zip(*pts), style, label=_LABEL[impl])
+    b.loglog([r["N"] for r in rows], [r["heads_bytes"] for r in rows], "k-", lw=0.8, label="head storage")
+    a.set(xlabel="heads N", ylabel="seconds per full gradient", title=f"time ({res['device']}, {res['dtype']})")
+    b.set(xlabel="heads N", ylabel="bytes", title="peak working memory")
+    for ax in (a, b):
+        ax.grid(True, which="major", alpha=0.3)
+    handles, labels = b.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels))
+    fig.savefig(path, dpi=plotting.DPI)
+    plt.close(fig)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--report", default=None, metavar="JSON",
+                   help="print (and with --out rewrite) the table and plot of a saved result; measures nothing")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--Ns", default=None, help="comma-separated head counts (default: 16 .. 16384 on CPU, "
+                   "16 .. 1048576 on CUDA, powers of two)")
+    p.add_argument("--task", default="teacher")
+    p.add_argument("--n-data", type=int, default=16)
+    p.add_argument("--L", type=int, default=8)
+    p.add_argument("--d-x", type=int, default=4)
+    p.add_argument("--d-k", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--loop-max-seconds", type=float, default=20.0,
+                   help="stop the per-head loop once its repeats take longer than this")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
+    p.add_argument("--no-compile-time", action="store_true",
+                   help="skip timing the fused kernels' first call in fresh processes (about a minute)")
+    p.add_argument("--budgets", default="", help="comma-separated chunk budgets in bytes, timed at the largest N")
+    p.add_argument("--profile", type=int, default=0, metavar="N", help="profile one engine evaluation with N heads")
+    p.add_argument("--out", default=None, help="folder for NAME.json, NAME.md, NAME.png (default: print only)")
+    p.add_argument("--name", default=None, help="file stem (default: the device type)")
+
+
+def main(args) -> dict:
+    if args.report:
+        res = json.loads(Path(args.report).read_text())
+        _write(res, args, Path(args.report).stem)
+        return res
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("mfattn bench: --device cuda, but no CUDA device is available")
+    top = 20 if args.device == "cuda" else 14
+    Ns = [int(v) for v in args.Ns.split(",")] if args.Ns else [2**k for k in range(4, top + 1)]
+    res = run_benchmark(Ns=Ns, task=args.task, n_data=args.n_data, L=args.L, d_x=args.d_x, d_k=args.d_k,
+                        device=args.device, dtype=args.dtype, repeats=args.repeats,
+                        loop_max_seconds=args.loop_max_seconds, memory=not args.no_memory,
+                        compile_time_too=not args.no_compile_time,
+                        budgets=[int(float(b)) for b in args.budgets.split(",") if b], profile=args.profile)
+    _write(res, args, args.device)
+    return res
+
+
+def _write(res: dict, args, default_name: str) -> None:
+    text = table(res)
+    print(text)
+    if args.out:
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = args.name or default_name
+        (folder / f"{name}.json").write_text(json.dumps(res, indent=1))
+        (folder / f"{name}.md").write_text(text)
+        plot(res, folder / f"{name}.png")
+        print(f"wrote {folder / name}.json, .md, .png")

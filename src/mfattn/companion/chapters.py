@@ -1,0 +1,543 @@
+"""What a chapter takes: its parameters cell and its profiles, read from the chapter's source.
+
+A chapter (``notebooks/NN-name.md``) has one code cell tagged ``parameters`` (papermill's
+convention) with one ``name = value  # comment`` line per parameter, and a ``PROFILES`` table that
+fills the parameters left at ``None`` (:func:`mfattn.companion.book.resolve_profile`). This module reads
+both with Python's ``ast`` and ``tokenize``, without executing the chapter, for
+``python -m mfattn params CHAPTER``, for the parameter table each chapter shows, and for
+:func:`check_values`, which ``python -m mfattn run`` calls before it starts a kernel. It also finds
+the checkout and its chapters (:func:`repo_root`, :func:`find_chapter`) for the command line, the
+runner, the replication and the evidence map.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Parameter", "chapters", "check_values", "find_chapter", "parameter_rows", "parameters", "profiles",
+           "repo_root", "size_ratio", "strip_papermill", "title"]
+
+
+# ----------------------------------------------------------------------- the checkout's chapters
+def repo_root() -> Path:
+    """The checkout that holds ``notebooks/``: the current folder or an ancestor, else the
+    checkout this package was installed from in editable mode.
+
+    Returns
+    -------
+    pathlib.Path
+        The checkout's root (it holds ``notebooks/`` and ``_toc.yml``).
+
+    Raises
+    ------
+    SystemExit
+        When there is none (the package was installed from elsewhere and run outside a checkout).
+
+    Examples
+    --------
+    >>> from mfattn.chapters import repo_root
+    >>> (repo_root() / "_toc.yml").is_file()
+    True
+    """
+    for base in [Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parents[3]]:
+        if (base / "notebooks").is_dir() and (base / "_toc.yml").is_file():
+            return base
+    raise SystemExit("mfattn: no notebooks/ folder found (run from the companion's checkout)")
+
+
+def chapters(root: Path) -> list[str]:
+    """The chapters of the checkout ``root``: the stems of ``notebooks/*.md``, sorted.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout (:func:`repo_root`).
+
+    Returns
+    -------
+    list of str
+        The chapters' names, e.g. ``"07-two-layer-baseline"``.
+
+    Examples
+    --------
+    >>> from mfattn.chapters import chapters, repo_root
+    >>> chapters(repo_root())[0]
+    '01-preliminaries'
+    """
+    return sorted(p.stem for p in (root / "notebooks").glob("*.md"))
+
+
+def find_chapter(root: Path, name: str) -> Path:
+    """The source of the one chapter whose name is ``name`` or starts with it.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout (:func:`repo_root`).
+    name : str
+        A chapter's name, a prefix of it (``"07"``) or a path to its source.
+
+    Returns
+    -------
+    pathlib.Path
+        ``root/notebooks/NAME.md``.
+
+    Raises
+    ------
+    SystemExit
+        When no chapter or several match, naming the chapters.
+
+    Examples
+    --------
+    >>> from mfattn.chapters import find_chapter, repo_root
+    >>> find_chapter(repo_root(), "07").name
+    '07-two-layer-baseline.md'
+    """
+    stem = Path(name).stem
+    names = chapters(root)
+    match = [c for c in names if c == stem] or [c for c in names if c.startswith(stem)]
+    if len(match) != 1:
+        raise SystemExit(f"mfattn: chapter {name!r} matches {match or 'nothing'}; chapters: {', '.join(names)}")
+    return root / "notebooks" / f"{match[0]}.md"
+
+
+def strip_papermill(nb) -> None:
+    """Remove the run-specific metadata papermill adds, so committed notebooks diff cleanly.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        An executed notebook, changed in place.
+
+    Examples
+    --------
+    >>> import nbformat
+    >>> from mfattn.chapters import strip_papermill
+    >>> nb = nbformat.v4.new_notebook(metadata={"papermill": {"duration": 1.0}})
+    >>> nb.cells.append(nbformat.v4.new_code_cell("1", metadata={"papermill": {}, "execution": {}, "tags": []}))
+    >>> strip_papermill(nb)
+    >>> dict(nb.metadata), dict(nb.cells[0].metadata)
+    ({}, {'tags': []})
+    """
+    nb.metadata.pop("papermill", None)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One line ``name = value  # comment`` of a chapter's parameters cell (see :func:`parameters`).
+
+    Attributes
+    ----------
+    name : str
+        The parameter's name.
+    default : object
+        The literal value in the parameters cell; ``None`` when the chapter's profile supplies it.
+    comment : str
+        The line's comment (what the parameter is), ``""`` when the line has none.
+
+    Examples
+    --------
+    >>> from mfattn.chapters import Parameter
+    >>> p = Parameter("seed", 0, "seeds every random draw of the chapter")
+    >>> p.name, p.default
+    ('seed', 0)
+    """
+
+    name: str
+    default: object  # the value in the parameters cell (None: taken from the profile)
+    comment: str  # the line's comment: what the parameter is
+
+
+def _cells(path: Path):
+    import jupytext
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: {path} is not a chapter source")
+    return jupytext.read(path).cells
+
+
+def parameters(path) -> list[Parameter]:
+    """The parameters of the chapter at ``path``, in the order of its parameters cell.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source, e.g. ``notebooks/05-stability.md``.
+
+    Returns
+    -------
+    list of Parameter
+        One per single-name assignment of the cell; the values are read with
+        ``ast.literal_eval``, without running the cell.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is not a file or has not exactly one cell tagged ``parameters``.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> chapter = root / "notebooks" / "05-stability.md"
+    >>> from mfattn.chapters import parameters
+    >>> params = parameters(chapter)
+    >>> params[0].name
+    'profile'
+    >>> all(isinstance(p.comment, str) for p in params)
+    True
+    """
+    cells = [c for c in _cells(path) if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"path: {path} has {len(cells)} cells tagged 'parameters', expected 1")
+    src = cells[0].source
+    comments = {}
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    out = []
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out.append(Parameter(node.targets[0].id, ast.literal_eval(node.value), comments.get(node.lineno, "")))
+    return out
+
+
+def profiles(path) -> dict[str, dict]:
+    """The chapter's ``PROFILES`` table: ``{profile: {parameter: value}}``. The assignment is evaluated
+    on its own, with arithmetic and a few builtins (``dict``, ``range``, ``min``, ...), no names
+    from the chapter.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    dict of str to dict
+        For each profile (e.g. ``"ci"``, ``"paper"``), the values it gives the parameters left at
+        ``None`` in the parameters cell.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is not a file or has no ``PROFILES = ...`` assignment in a code cell.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> chapter = root / "notebooks" / "05-stability.md"
+    >>> from mfattn.chapters import profiles
+    >>> table = profiles(chapter)
+    >>> sorted(table)
+    ['ci', 'paper']
+    """
+    for cell in _cells(path):
+        if cell.cell_type != "code":
+            continue
+        for node in ast.parse(cell.source).body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id == "PROFILES"):
+                expr = ast.Expression(node.value)
+                safe = {f.__name__: f for f in (dict, list, tuple, range, len, min, max, abs, round, int, float, sum)}
+                return eval(compile(expr, str(path), "eval"), {"__builtins__": safe})
+    raise ValueError(f"path: {path} defines no PROFILES table")
+
+
+def parameter_rows(path) -> list[dict]:
+    """One row per parameter: name, the value each profile gives it (the cell's own value where the
+    cell sets one), and its comment.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    list of dict
+        In the order of the parameters cell, rows ``{"name": ..., <profile>: value, ...,
+        "comment": ...}`` with one key per profile of :func:`profiles`; the ``profile`` parameter's
+        row gives each profile its own name.
+
+    Raises
+    ------
+    ValueError
+        As :func:`parameters` and :func:`profiles`.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> chapter = root / "notebooks" / "05-stability.md"
+    >>> from mfattn.chapters import parameter_rows
+    >>> rows = parameter_rows(chapter)
+    >>> rows[0]["name"], rows[0]["ci"], rows[0]["paper"]
+    ('profile', 'ci', 'paper')
+    >>> list(rows[0])
+    ['name', 'ci', 'paper', 'comment']
+    """
+    table = profiles(path)
+    rows = []
+    for p in parameters(path):
+        row = {"name": p.name}
+        for prof, values in table.items():
+            row[prof] = values.get(p.name, p.default) if p.default is None else p.default
+        if p.name == "profile":
+            row.update({prof: prof for prof in table})
+        row["comment"] = p.comment
+        rows.append(row)
+    return rows
+
+
+# What a value may be, beyond the type of the profile's value (see check_values). A rule applies to
+# the parameter of that name in every chapter; numbers not named here must be > 0.
+CHOICES = {
+    "task": ("teacher", "markov", "text"),
+    "onehot_tasks": ("markov", "text"),
+}
+# name: (low, high, low included, high included); None: unbounded on that side
+RANGES = {
+    "seed": (0, 2**63 - 1, True, True),
+    "tail_from": (0, 1, False, False),
+    "sphere_dims": (3, None, True, True),
+    "dim_max_order": (1, 6, True, True),
+}
+_DEVICE = r"cpu|auto|cuda(:[0-9]+)?"
+
+
+def _kind(ref) -> str:
+    if isinstance(ref, bool):
+        return "bool"
+    if isinstance(ref, int):
+        return "int"
+    if isinstance(ref, float):
+        return "float"
+    if isinstance(ref, str):
+        return "str"
+    if isinstance(ref, (list, tuple)):
+        return "list"
+    return type(ref).__name__
+
+
+_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "True or False",
+          "list": "a list"}
+
+
+def _check_scalar(name, value, ref, what):
+    """Why ``value`` (or an element of a list) is not allowed where ``ref`` is the profile's value;
+    ``None`` when it is."""
+    import math
+    import re
+
+    kind = _kind(ref)
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, type(ref))
+    if not ok:
+        return f"{what} must be {_WORDS.get(kind, kind)} (like {ref!r})"
+    if kind == "str":
+        if name == "device" and not re.fullmatch(_DEVICE, value):
+            return "must be 'cpu', 'auto', 'cuda' or 'cuda:K'"
+        if name in CHOICES and value not in CHOICES[name]:
+            return f"{what} must be one of {', '.join(repr(c) for c in CHOICES[name])}"
+        return None
+    if kind in ("int", "float"):
+        if not math.isfinite(value):
+            return f"{what} must be finite"
+        lo, hi, lo_in, hi_in = RANGES.get(name, (0, None, False, True))
+        if lo is not None and (value < lo or (value == lo and not lo_in)):
+            return f"{what} must be {'>=' if lo_in else '>'} {lo}"
+        if hi is not None and (value > hi or (value == hi and not hi_in)):
+            return f"{what} must be {'<=' if hi_in else '<'} {hi}"
+    return None
+
+
+def check_values(path, values: dict) -> dict:
+    """The run's effective configuration: every parameter of the chapter at ``path`` with the value
+    ``values`` gives it, else the chosen profile's, else the parameters cell's; each value checked.
+
+    A value must have the type of the profile's value (an integer where the profile has one, a
+    number, a string, a list of such), be finite, and lie in its range: numbers are > 0 except
+    those of :data:`RANGES` (``seed`` >= 0, ``tail_from`` in (0, 1), ...), strings of
+    :data:`CHOICES` are one of theirs, ``profile`` names a profile of the chapter's table,
+    ``device`` is ``cpu``, ``auto``, ``cuda`` or ``cuda:K``, and ``cache_dir`` is a string or None.
+    ``None`` keeps the profile's value where the cell's default is ``None``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+    values : dict
+        The values to set, by parameter name (as ``python -m mfattn run -p NAME VALUE`` gives them).
+
+    Returns
+    -------
+    dict
+        ``{name: value}`` for every parameter, in the order of the parameters cell.
+
+    Raises
+    ------
+    ValueError
+        On the first fault, in one line naming the parameter, the value and what is allowed.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> cfg = check_values(chapter, {"n_data": 8})
+    >>> cfg["profile"], cfg["n_data"], cfg["n_starts"]
+    ('ci', 8, 4)
+    >>> check_values(chapter, {"n_data": 2.5})
+    Traceback (most recent call last):
+    ...
+    ValueError: n_data = 2.5: must be an integer (like 64)
+    >>> check_values(chapter, {"n_data": -3})
+    Traceback (most recent call last):
+    ...
+    ValueError: n_data = -3: must be > 0
+    """
+    params = parameters(path)
+    table = profiles(path)
+    names = [p.name for p in params]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; {Path(path).stem} takes: {', '.join(names)}")
+    defaults = {p.name: p.default for p in params}
+    profile = values.get("profile", defaults.get("profile"))
+    if profile not in table:
+        raise ValueError(f"profile = {profile!r}: must be one of {', '.join(repr(k) for k in table)}")
+    out = {}
+    for name in names:
+        ref = table[profile].get(name, defaults[name]) if defaults[name] is None else defaults[name]
+        value = values.get(name, defaults[name])
+        if value is None and (defaults[name] is None or name == "cache_dir"):
+            value = None if name == "cache_dir" else ref
+        if name == "profile":
+            out[name] = profile
+            continue
+        if name == "cache_dir":
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"cache_dir = {value!r}: must be a folder's path (a string) or None")
+            out[name] = value
+            continue
+        why = None
+        if ref is None:
+            why = None
+        elif _kind(ref) == "list":
+            if not isinstance(value, (list, tuple)) or not value:
+                why = f"must be a non-empty list (like {list(ref)!r})"
+            else:
+                why = next((w for w in (_check_scalar(name, v, ref[0], "every element") for v in value) if w), None)
+        else:
+            why = _check_scalar(name, value, ref, "it")
+            if why and why.startswith("it "):
+                why = why[3:]
+        if why:
+            raise ValueError(f"{name} = {value!r}: {why}")
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def size_ratio(path, profile: str, base: str = "ci") -> tuple[float, str]:
+    """The largest ratio of a size of ``profile`` to the same size of ``base``: over the numbers
+    (and the largest element of lists) that grow from ``base`` to ``profile``. The work of a
+    chapter grows at least linearly in each of its sizes, so ``ratio x (base's run time)`` is a
+    lower estimate of ``profile``'s run time on the same machine.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+    profile, base : str
+        Profiles of the chapter's table.
+
+    Returns
+    -------
+    (float, str)
+        The ratio (1.0 when nothing grows) and the parameter that has it, e.g. ``"n_ref 262144 vs
+        4096"``.
+
+    Raises
+    ------
+    ValueError
+        If a profile is not in the chapter's table.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import size_ratio
+    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> size_ratio(chapter, "paper")
+    (16.0, 'n_pairs 1024 vs 64')
+    """
+    table = profiles(path)
+    for p in (profile, base):
+        if p not in table:
+            raise ValueError(f"profile: {p!r} is not one of {sorted(table)}")
+    best, which = 1.0, ""
+    for name, b in table[base].items():
+        a = table[profile].get(name)
+
+        def big(v):
+            if isinstance(v, (list, tuple)):
+                v = [x for x in v if isinstance(x, (int, float)) and not isinstance(x, bool)]
+                return max(v) if v else None
+            return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        a, b = big(a), big(b)
+        if a is None or b is None or b <= 0 or a <= b:
+            continue
+        if a / b > best:
+            best, which = a / b, f"{name} {a:g} vs {b:g}"
+    return best, which
+
+
+def title(path) -> str:
+    """The chapter's title: the text of its first Markdown heading.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    str
+        The first ``# ...`` heading without the ``#``, or the file's stem when there is none.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import title
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> title(root / "notebooks" / "05-stability.md").startswith("Stability of Dirac")
+    True
+    """
+    for cell in _cells(path):
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return Path(path).stem

@@ -1,0 +1,177 @@
+"""Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill;
+``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
+(:mod:`mfattn.models.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.companion.bench`);
+``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.companion.checkhtml`);
+``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.companion.chapters`);
+``python -m mfattn new NAME`` starts a chapter from the template ``mfattn/companion/templates/chapter.md``;
+``python -m mfattn compare RUN`` and ``list`` (:mod:`mfattn.companion.runner`).
+
+The chapter's jupytext MyST source ``notebooks/CHAPTER.md`` is converted to a notebook and
+executed with the given parameters. The executed copy goes to a fresh run folder
+(``runs/CHAPTER/YYYYmmdd-HHMMSS``) or ``--out``; the committed ``notebooks/CHAPTER.ipynb`` is
+replaced only with ``--inplace``, which refuses overrides (committed notebooks are the ``ci``
+profile at its defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+from .chapters import chapters, find_chapter, repo_root, strip_papermill  # noqa: F401  (the commands' helpers)
+
+
+def parse_value(text: str):
+    """A Python literal when the text is one (``3``, ``1e-3``, ``[1, 2]``, ``None``), else the string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
+    """``python -m mfattn new NAME``: ``notebooks/NN-NAME.md`` from the chapter template (the next free
+    number), listed in ``_toc.yml`` after the last chapter. Returns the new source's path."""
+    import re
+
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        raise SystemExit(f"mfattn: name {name!r}: use lowercase letters, digits and hyphens, e.g. my-experiment")
+    existing = chapters(root)
+    if any(c.split("-", 1)[-1] == name for c in existing):
+        raise SystemExit(f"mfattn: name {name!r}: a chapter of that name exists")
+    numbers = [int(c[:2]) for c in existing if c[:2].isdigit()]
+    stem = f"{max(numbers, default=0) + 1:02d}-{name}"
+    target = root / "notebooks" / f"{stem}.md"
+    template = (Path(__file__).parent / "templates" / "chapter.md").read_text()
+    text = (template.replace("@@SLUG@@", name).replace("@@FILENAME@@", target.name)
+            .replace("@@TITLE@@", title or name.replace("-", " ").capitalize()))
+    target.write_text(text)
+    toc = root / "_toc.yml"
+    lines = toc.read_text().splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.strip().startswith("- file: notebooks/")), default=None)
+    if last is None:
+        raise SystemExit(f"mfattn: {toc} lists no chapter under notebooks/; add {stem} by hand")
+    indent = lines[last][: len(lines[last]) - len(lines[last].lstrip())]
+    lines.insert(last + 1, f"{indent}- file: notebooks/{stem}")
+    toc.write_text("\n".join(lines) + "\n")
+    print(f"created {target.relative_to(root)} and listed it in _toc.yml; run it with: "
+          f"python -m mfattn run {stem[:2]} --out my-run/, then make execute to commit its notebook")
+    return target
+
+
+def print_params(src: Path) -> None:
+    """``python -m mfattn params CHAPTER``: each parameter, its value per profile, its meaning."""
+    from .chapters import parameter_rows
+
+    rows = parameter_rows(src)
+    profs = [k for k in rows[0] if k not in ("name", "comment")]
+    head = ["parameter", *profs, "meaning"]
+    body = [[r["name"], *(repr(r[p]) for p in profs), r["comment"]] for r in rows]
+    widths = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head) - 1)]
+    print(f"{src.stem}: set one with  python -m mfattn run {src.stem[:2]} -p NAME VALUE  (or --profile NAME)")
+    for line in [head] + body:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)) + "  " + str(line[-1]))
+
+
+def run(args) -> Path:
+    """``python -m mfattn run``: parse ``-p NAME VALUE`` and hand over to :func:`mfattn.companion.runner.run_chapter`."""
+    from .runner import run_chapter
+
+    root = repo_root()
+    src = find_chapter(root, args.chapter)
+    values = {name: parse_value(value) for name, value in args.param}
+    if args.profile is not None:
+        values["profile"] = args.profile
+    return run_chapter(root, src, values, out=args.out, inplace=args.inplace, quiet=args.quiet,
+                       timeout=args.timeout, cache=not args.no_cache, html=args.html)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mfattn", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="execute a chapter with parameters (papermill)")
+    p_run.add_argument("chapter", help="chapter name or prefix, e.g. 01-preliminaries or 01")
+    p_run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    p_run.add_argument("--profile", help="profile of sizes: ci (default) or paper")
+    p_run.add_argument("--out", help="folder for the executed notebook (default: a new runs/ folder)")
+    p_run.add_argument("--inplace", action="store_true", help="replace the committed notebooks/CHAPTER.ipynb")
+    p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p_run.add_argument("--quiet", action="store_true", help="no progress bars")
+    p_run.add_argument("--no-cache", action="store_true",
+                       help="compute everything afresh (default: finished work is kept under runs/CHAPTER/cache/ "
+                       "per configuration, and a rerun resumes)")
+    p_run.add_argument("--html", action="store_true", help="also write an HTML page of the executed run beside it")
+    sub.add_parser("list", help="the chapters: name, title, measured run time of the committed ci notebook")
+    p_cmp = sub.add_parser("compare", help="a run's verdicts beside the committed notebook's")
+    p_cmp.add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
+    p_view = sub.add_parser("html", help="an HTML page of an executed chapter notebook (nothing is re-executed)")
+    p_view.add_argument("notebook", help="an executed chapter notebook")
+    p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template, listed in _toc.yml")
+    p_new.add_argument("name", help="lowercase words joined by hyphens, e.g. my-experiment")
+    p_new.add_argument("--title", default=None, help="the chapter's title")
+    p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")
+    p_params.add_argument("chapter", help="chapter name or prefix, e.g. 05")
+    from . import bench, replicate
+    from ..models import distributed
+
+    p_rep = sub.add_parser("replicate", help="re-run a chapter under other seeds and write its replication record "
+                           "(replications/CHAPTER.json): each verdict's pass rate and spread")
+    replicate.add_arguments(p_rep)
+
+    p_bench = sub.add_parser("bench", help="time and memory of the engine against a per-head loop and a naive batch")
+    bench.add_arguments(p_bench)
+
+    p_shard = sub.add_parser("shard", help="SGD or the reference flow with heads sharded over torchrun processes")
+    distributed.add_arguments(p_shard)
+    p_html = sub.add_parser("check-html", help="open every page of the built book in headless Chromium and "
+                            "report faults (mfattn.checkhtml)")
+    p_html.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
+    p_html.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
+    args = parser.parse_args(argv)
+    if args.command == "check-html":
+        from . import checkhtml
+
+        return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
+    if args.command == "replicate":
+        return replicate.main(args)
+    if args.command == "bench":
+        bench.main(args)
+        return 0
+    if args.command == "shard":
+        distributed.run(args)
+        return 0
+    if args.command == "new":
+        new_chapter(repo_root(), args.name, args.title)
+        return 0
+    if args.command == "params":
+        print_params(find_chapter(repo_root(), args.chapter))
+        return 0
+    if args.command == "list":
+        from .runner import _fmt_seconds, list_chapters
+
+        rows = list_chapters(repo_root())
+        w = max(len(r[0]) for r in rows)
+        print(f"{'chapter'.ljust(w)}  ci run  title")
+        for stem, ttl, sec in rows:
+            print(f"{stem.ljust(w)}  {(_fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
+        print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
+              "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
+        return 0
+    if args.command == "compare":
+        from .runner import compare
+
+        compare(args.run)
+        return 0
+    if args.command == "html":
+        from .runner import write_html
+
+        print(write_html(args.notebook))
+        return 0
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

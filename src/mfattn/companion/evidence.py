@@ -1,0 +1,623 @@
+"""The evidence map: every numbered result of arXiv 2606.10469 beside the verdicts that bear on it.
+
+:func:`mfattn.companion.render.report` stores every verdict's record (kind, the results it bears on, measured,
+predicted, tolerance, status) in the metadata of the chapter's executed notebook.
+:func:`collect` reads them back from the committed ``notebooks/*.ipynb``; :func:`table` lists, for
+every result in :data:`RESULTS`, the verdicts whose ``ref`` names it, or "not tested" with the
+reason. The book's page ``book/evidence.md`` is that table, built when the book is built; a test
+checks that every result appears on it and that its counts are the chapters' counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from .render import _ENOTATION, _slug, number_html, verdict_anchor
+from .verdicts import EVIDENCE, KINDS
+
+__all__ = ["RESULTS", "COMPANION", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
+           "markdown", "provenance", "status_markdown", "claims_json"]
+
+# (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it
+#  [, a note shown beside its verdicts])
+RESULTS = [
+    ("Lemma 2.1", "the softmax is $\\tfrac12$-Lipschitz", ""),
+    ("Assumption 3.1", "the learning-rate profile $\\zeta$ is bounded, Lipschitz, with a divergent integral",
+     "an assumption on the user's choice, met by construction: chapter 02 uses $\\zeta=1$, chapter 04 a constant and a "
+     "decaying profile, both bounded, Lipschitz and with a divergent integral"),
+    ("Prop. 3.4", "attention features are smooth, with polynomial constants, on balls", ""),
+    ("Assumption 3.2", "every measure is supported in one compact $K$ (smoothness on invariant compact sets)",
+     "no experiment yet"),
+    ("Remark 3.3", "compactness of the trajectories is what the finite-time and the long-time results need",
+     "qualitative: it says which hypothesis each result needs; chapter 02 measures Assumption 3.2 on the heads "
+     "and chapter 04 the support radius along the flow"),
+    ("Remark 3.5", "$C_m$ depends on $L$ and on norm bounds only: no separate dependence on $d_x$ or $d_v$",
+     "no experiment yet; chapter 01 measures the growth of the constants, which is what the remark is about"),
+    ("Thm 4.1", "$\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14)", ""),
+    ("Remark 4.2", "comparison with the classical (square-loss) mean-field rate", ""),
+    ("Thm 4.3", "a measure is optimal iff its support minimises $\\Phi$ over $K$ (16)", ""),
+    ("Definition 5.1", "weak solutions of the continuity equation (20)",
+     "a definition: chapter 02's reference flow solves (20) through its characteristics (21), whose law is a weak "
+     "solution in this sense"),
+    ("Thm 5.2", "SGD heads follow the mean-field flow: $N^{-1/2}$, $\\varepsilon^{1/2}$ and $\\varepsilon$ terms", ""),
+    ("Remark 5.3", "the estimate is a propagation-of-chaos statement in Sznitman's spirit, with a nonlinear "
+     "cross-entropy residual in the drift",
+     "qualitative: a comparison with the literature; chapter 07 sets the heads beside a two-layer network, where "
+     "the same coupling is measured"),
+    ("Thm 6.1", "energy dissipation $\\mathrm d\\mathcal E/\\mathrm dt=-\\mathcal I$ (38), (39)", ""),
+    ("Remark 6.2", "(38) is the energy dissipation equality of a Wasserstein gradient flow",
+     "qualitative: an interpretation of Theorem 6.1, whose identity (39) chapter 04 measures"),
+    ("Thm 6.3", "stationary solutions have $\\nabla\\Phi=0$ on their support", ""),
+    ("Remark 6.4", "stationarity is not optimality",
+     "qualitative here, and shown under Thm 4.3: chapter 03 measures stationary measures whose certificate gap is "
+     "positive"),
+    ("Remark 6.5", "an interior global minimiser that meets the support condition is stationary",
+     "a one-line consequence of Theorem 4.3 with differentiability; chapter 03's optimum inside K is stationary "
+     "to the solver's accuracy, a check of the solver rather than of the remark"),
+    ("Thm 6.6 hyp.", "the trajectory is precompact in $W_1$ (the hypothesis of Theorem 6.6)", "no experiment yet"),
+    ("Thm 6.6.1", "$\\mathcal E(\\rho_t)$ converges", ""),
+    ("Thm 6.6.2", "$\\mathcal I(\\rho_t)\\to0$", ""),
+    ("Thm 6.6.3", "every $W_1$ limit point is stationary",
+     "cannot be tested on a finite horizon: a run up to $T$ has no sequences $t_n\\to\\infty$; chapter 04, "
+     "'What a finite horizon cannot test', derives why, and measures the hypothesis (Thm 6.6 hyp.) and item 2 "
+     "that the proof uses"),
+    ("Thm 6.6.4", "the $\\omega$-limit set is nonempty, compact, connected, stationary",
+     "cannot be tested on a finite horizon: every finite set of measures is compact; chapter 04, 'What a finite "
+     "horizon cannot test'"),
+    ("Thm 6.6.5", "convergence to a single stationary solution when the stationary set is totally disconnected",
+     "its hypothesis concerns the limit set itself, which a finite run cannot see, and the checkable route "
+     "through the stationary set is closed: every stationary measure with a nonzero atom lies on a continuous "
+     "orbit of the head symmetry (chapters 04 and 05)"),
+    ("Remark 6.8", "Theorem 6.6 is a LaSalle-type invariance result, weaker than convexity-based convergence",
+     "qualitative: a comparison; chapter 04, 'What a finite horizon cannot test', says what of Theorem 6.6 a run "
+     "can measure"),
+    ("Remark 6.7", "an inward-pointing field on a sphere confines the flow (precompactness)", ""),
+    ("Prop. 6.9", "compactly supported trajectories are precompact", "no experiment yet",
+     "the conclusion is Prokhorov's theorem and holds for every family supported in K; only the hypothesis "
+     "$\\operatorname{supp}\\rho_t\\subset K$ says something about the flow, and that is what the verdict measures (chapter 04)"),
+    ("Thm 6.10", "Kurdyka–Łojasiewicz rates for $\\mathcal E(\\rho_t)-\\mathcal E_\\infty$", ""),
+    ("Remark 6.11", "sources of KL: a finite-atomic analytic reduction (some $\\theta<1$), a local PL estimate "
+     "($\\theta=\\tfrac12$)", "no experiment yet"),
+    ("Remark 6.12", "with $\\zeta\\ge\\zeta_-$ the KL rates hold in physical time: algebraic, $t^{-1/(2\\theta-1)}$",
+     "no experiment yet"),
+    ("Remark 6.13", "comparison with finite-dimensional Łojasiewicz theory",
+     "no quantitative statement: the remark says that the paper does not claim the KL inequality; whether it "
+     "holds is measured under Thm 6.10 and Remark 6.11 (chapter 04, 'What a finite horizon cannot test')"),
+    ("Section 8", "convergence to minimisers: the stationary limit satisfies the support condition", ""),
+    ("Section 8 PL", "a PL inequality $\\mathcal I\\ge2\\lambda(\\mathcal E-\\mathcal E_{\\min})$ where the flow goes: exponential rate, global limits",
+     ""),
+    ("Thm 7.1", "local Wasserstein exponential stability under strong monotonicity (45), (46)", ""),
+    ("Remark 7.2", "a checkable sufficient condition for strong monotonicity", "no experiment yet"),
+    ("Remark 7.3", "relation to contractivity of Wasserstein gradient flows", "no experiment yet"),
+    ("Remark 7.4", "Lions-lift interpretation of strong monotonicity", "no experiment yet"),
+    ("Thm 7.5", "Dirac stationarity and local stability under (52)", ""),
+    ("Remark 7.6", "Dirac stability is the mean-field analogue of a particle-level Hessian test",
+     "qualitative: a comparison; chapter 05 measures the two Hessians $H_0$ and $H_{\\rm tr}$ that the analogy concerns"),
+    ("Remark 7.7", "$H_0\\succ0$ is sufficient, not necessary: translations feel $H_{\\rm tr}=H_0+\\mathbb E[J^\\top SJ]$ (59)", ""),
+    ("Thm 7.8", "translation instability when $H_{\\rm tr}$ has a negative direction", ""),
+    ("Remark 7.9", "Theorem 7.8 is the mean-field analogue of saddle instability",
+     "qualitative: a comparison; chapter 05 measures the rates of Theorem 7.8 at a saddle"),
+    ("(12)", "$\\Phi$ is the first variation of $\\mathcal E$", ""),
+    ("(13)", "$\\nabla\\Phi$, the drift of the flow", ""),
+    ("(15)", "the i.i.d. logit error is $O(N^{-1/2})$", ""),
+    ("(17)", "the stochastic gradient $G_i$ of one sequence", ""),
+    ("(18)", "$G_i$ is unbiased, with variance $O(1/S)$", ""),
+    ("(24)", "test-function discrepancy between SGD and the flow", ""),
+    ("(23)", "the error profile $\\mathrm{Err}_{N,\\varepsilon,T}(z)$ of Theorem 5.2",
+     "its terms are Theorem 5.2's: chapter 02's verdicts under Thm 5.2 measure its $N^{-1/2}$, $\\varepsilon^{1/2}$ and $\\varepsilon$ terms"),
+    ("(25)", "risk discrepancy between SGD and the flow", ""),
+    ("(36)", "the pathwise error $e_i$ of the tagged characteristics", ""),
+    ("(39)", "the integrated energy identity", ""),
+    ("(42)", "the time change between learning-rate profiles", ""),
+    ("(45)", "strong monotonicity $\\kappa$", ""),
+    ("(46)", "the Grönwall bound on $W_2$ under (45)", ""),
+    ("(47)", "strong monotonicity of the lifted gradient $D\\tilde{\\mathcal E}(W)=\\nabla\\Phi(W;\\mathcal L(W))$", ""),
+    ("(48)", "the lifted risk\'s second derivative is at least $\\kappa\\,\\mathbb E\\lVert W_\\delta\\rVert^2$", ""),
+    ("(49)", "the second derivative of the lifted risk: particle term plus interaction term", ""),
+    ("(50)", "$H_0$, the Hessian of $\\Phi$ at a Dirac stationary point", ""),
+    ("(51)", "Dirac stationarity", ""),
+    ("(52)", "$H_0$ positive definite (Theorem 7.5\'s hypothesis)", ""),
+    ("(53)", "Theorem 7.5\'s $W_2$ contraction rate under (52)",
+     "no case to test: (52) fails at every Dirac stationary point of this model with full-rank blocks (chapter 05, "
+     "interlacing), so the contraction it would give has nothing to act on"),
+    ("(59)", "$H_{\\rm tr}$, the translation Hessian", ""),
+]
+
+# results of the companion texts that chapters test (not listed as results of 2606.10469)
+COMPANION = [
+    ("alvarezlopez2026perceptrons Thm 3.5", "with a perceptron, descent does not end in a single cluster"),
+    ("alvarezlopez2026perceptrons energy", "the token dynamics are gradient flows of the interaction energy"),
+    ("alvarezlopez2026perceptrons clustering", "without a perceptron, small $\\beta$ ends in one cluster"),
+]
+
+KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION}
+
+
+def _notebooks(root) -> list[Path]:
+    """The committed chapters' notebooks: ``notebooks/*.ipynb`` without the hidden files a run in
+    progress writes there (``.NAME.partial.ipynb``)."""
+    return [p for p in sorted(Path(root, "notebooks").glob("*.ipynb")) if not p.name.startswith(".")]
+
+
+def collect(root: Path | str | None = None) -> list[dict]:
+    """Every verdict record stored in the committed ``notebooks/*.ipynb`` under ``root`` (the
+    checkout; found from the current folder when omitted), each with its ``chapter``.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path or None
+        The checkout that holds ``notebooks/``. ``None``: the current folder or one of its
+        ancestors, else the checkout the package was installed from in editable mode
+        (``mfattn.chapters.repo_root``).
+
+    Returns
+    -------
+    list of dict
+        The records of :meth:`mfattn.companion.verdicts.Verdict.record` in notebook order (notebooks sorted by
+        name), each with ``chapter``, the notebook's stem, added.
+
+    Raises
+    ------
+    ValueError
+        If a record has a kind not in :data:`mfattn.companion.verdicts.KINDS` or cites a result that is in neither
+        :data:`RESULTS` nor :data:`COMPANION`.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.book import KINDS
+    >>> from mfattn.evidence import collect
+    >>> records = collect(pathlib.Path(mfattn.__file__).resolve().parents[2])
+    >>> all(r["kind"] in KINDS and r["status"] in ("PASS", "FAIL") for r in records)
+    True
+    >>> {'chapter', 'claim', 'group', 'kind', 'measured', 'predicted', 'ref', 'status', 'tolerance'} <= set(records[0])
+    True
+    """
+    if root is None:
+        from .chapters import repo_root
+
+        root = repo_root()
+    from . import replicate as rp
+
+    out = []
+    for nb_path in _notebooks(root):
+        src = nb_path.with_suffix(".md")
+        reps = rp.load(root).get(nb_path.stem)
+        fresh = reps is not None and src.exists() and reps["key"] == rp.key(src)
+        for i, r in enumerate(rp._records(nb_path)):
+            r = dict(r, chapter=nb_path.stem, group=group(r))
+            if fresh and i < len(reps["verdicts"]):
+                r["replication"] = reps["verdicts"][i]
+            out.append(r)
+    for r in out:
+        if r["kind"] not in KINDS:
+            raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} has kind {r['kind']!r}")
+        unknown = [x for x in r["ref"] if x not in KNOWN]
+        if unknown:
+            raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} cites {unknown}, not in mfattn.evidence.RESULTS")
+    return out
+
+
+def group(record: dict) -> str:
+    """The group a verdict record counts in: ``"evidence"`` (a claim or derived result whose
+    counterfactual its measurement rejects, :attr:`mfattn.companion.verdicts.Verdict.evidence`), ``"hypothesis"``
+    or ``"check"`` (by construction, or no counterfactual that fails); ``"external"`` for agreement
+    with other authors' code.
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record (:meth:`mfattn.companion.verdicts.Verdict.record`).
+
+    Returns
+    -------
+    str
+        The group.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import group
+    >>> group(dict(kind="claim", evidence=True)), group(dict(kind="claim")), group(dict(kind="hypothesis"))
+    ('evidence', 'check', 'hypothesis')
+    """
+    if record.get("evidence"):
+        return "evidence"
+    return record["kind"] if record["kind"] in ("hypothesis", "external") else "check"
+
+
+def flag(record: dict) -> str:
+    """What a verdict record is worth as evidence, in a few words: ``replicated evidence``, or why
+    it is weaker (a check, no counterfactual, fragile, not replicated).
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record as :func:`collect` returns it (with its ``replication`` where there is one).
+
+    Returns
+    -------
+    str
+        A few words, with the replication's rate and spread (:func:`mfattn.companion.replicate.status`).
+
+    Examples
+    --------
+    >>> from mfattn.evidence import flag
+    >>> flag(dict(kind="claim", status="PASS"))
+    'weak: no counterfactual named, counted as a check'
+    >>> flag(dict(kind="claim", status="PASS", evidence=True))
+    'not replicated yet'
+    """
+    from .replicate import replicated, status
+
+    if record["kind"] == "check":
+        return "check (by construction)"
+    if record["kind"] == "external":
+        return "external: agreement with other authors' code"
+    if record["kind"] in EVIDENCE and not record.get("evidence"):
+        cf = record.get("counterfactual")
+        return ("weak: no counterfactual named, counted as a check" if cf is None
+                else "weak: its counterfactual passes too, counted as a check")
+    rep = record.get("replication")
+    if rep is None:
+        return "not replicated yet"
+    if record["kind"] in EVIDENCE:
+        return ("replicated evidence; " if replicated(rep) else "") + status(rep)
+    return status(rep)
+
+
+def table(records: list[dict]) -> list[dict]:
+    """One row per result of :data:`RESULTS` and :data:`COMPANION`: its verdicts, or the reason it has none.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    list of dict
+        In the order of :data:`RESULTS`, then :data:`COMPANION`, rows with keys ``result`` (the
+        name), ``what`` (what it says), ``verdicts`` (the records whose ``ref`` names it),
+        ``reason`` (why it has none; empty when it has some) and ``note`` (what the verdicts do and
+        do not show, where the result needs it; else empty).
+
+    Examples
+    --------
+    >>> from mfattn.evidence import COMPANION, RESULTS, table
+    >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
+    ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
+    >>> rows = table(rec)
+    >>> len(rows) == len(RESULTS) + len(COMPANION)
+    True
+    >>> row = next(r for r in rows if r["result"] == "Thm 4.1")
+    >>> row["what"], [v["claim"] for v in row["verdicts"]], row["reason"]
+    ('$\\\\inf\\\\mathcal E_N-\\\\inf\\\\mathcal E\\\\le C/\\\\sqrt N$ (14)', ['error vs N'], '')
+    >>> rows[0]["result"], rows[0]["verdicts"], rows[0]["reason"]
+    ('Lemma 2.1', [], 'no verdict names it yet')
+    """
+    rows = []
+    for name, what, *why in RESULTS + COMPANION:
+        vs = [r for r in records if name in r["ref"]]
+        rows.append(dict(result=name, what=what, verdicts=vs,
+                         reason=(why[0] if why and why[0] else "no verdict names it yet") if not vs else "",
+                         note=why[1] if len(why) > 1 else ""))
+    return rows
+
+
+def counts(records: list[dict]) -> dict:
+    """``{chapter: Counter((group, status))}``, the group of :func:`group`.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    dict
+        For every chapter, in order of first appearance, a :class:`collections.Counter` of its
+        ``(group, status)`` pairs.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import counts
+    >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
+    ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
+    >>> counts(rec)
+    {'02-finite-n': Counter({('check', 'PASS'): 1})}
+    """
+    out: dict = {}
+    for r in records:
+        out.setdefault(r["chapter"], Counter())[(group(r), r["status"])] += 1
+    return out
+
+
+def replicated_evidence(records: list[dict]) -> list[dict]:
+    """The records that are replicated evidence: claims and derived results whose counterfactual
+    fails and that passed, as evidence, in at least 9 of at least 10 replicates (or use no random draw).
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    list of dict
+        Those that are replicated evidence.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import replicated_evidence
+    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim")
+    >>> len(replicated_evidence([dict(kind="claim", status="PASS", evidence=True, replication=rep),
+    ...                          dict(kind="claim", status="PASS", evidence=True)]))
+    1
+    """
+    from .replicate import replicated
+
+    return [r for r in records if r.get("evidence") and r["status"] == "PASS" and r.get("replication")
+            and replicated(r["replication"])]
+
+
+def headline(records: list[dict]) -> str:
+    """The evidence count that the evidence map and the intro open with: replicated claims that can
+    fail, then what else the committed runs hold.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    str
+        One paragraph of Markdown.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import headline
+    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim")
+    >>> print(headline([dict(kind="claim", status="PASS", evidence=True, replication=rep, chapter="02-x"),
+    ...                 dict(kind="claim", status="PASS", chapter="02-x")]))
+    **1 verdict is replicated evidence**: a claim or derived result that names a counterfactual its
+    measurement rejects, and that passed in at least 9 of at least 10 independent replicates. Beside it
+    the committed runs hold 0 more counted as evidence but fragile or not yet replicated, 0 evidence
+    FAILs, 0 hypotheses, 1 checks and 0 comparisons with other authors' code.
+    """
+    rep = replicated_evidence(records)
+    ev = [r for r in records if group(r) == "evidence"]
+    n_more = sum(r["status"] == "PASS" for r in ev) - len(rep)
+    n_fail = sum(r["status"] == "FAIL" for r in ev)
+    c = Counter(group(r) for r in records)
+    one = len(rep) == 1
+    return (f"**{len(rep)} verdict{'' if one else 's'} {'is' if one else 'are'} replicated evidence**: "
+            f"{'a claim or derived result that names' if one else 'claims and derived results that name'} a "
+            f"counterfactual {'its' if one else 'their'}\nmeasurement rejects, and that passed in at least 9 of at "
+            f"least 10 independent replicates. Beside {'it' if one else 'them'}\nthe committed runs hold {n_more} "
+            f"more counted as evidence but fragile or not yet replicated, {n_fail} evidence\nFAILs, "
+            f"{c['hypothesis']} hypotheses, {c['check']} checks and {c['external']} comparisons with other "
+            f"authors' code.")
+
+
+def _esc(s: str) -> str:
+    """Markdown-safe text for a table cell, its e-notation numbers written for a reader and never
+    broken across lines (:func:`mfattn.companion.render.number_html`)."""
+    s = s.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
+    return _ENOTATION.sub(lambda m: number_html(m.group(0)), s)
+
+
+def _tag(r: dict) -> str:
+    """A verdict's status as a coloured tag (``_static/mfattn.css``): green PASS, red FAIL, amber for
+    a hypothesis that fails (a finding about the model); replicated evidence is marked."""
+    cls = "pass" if r["status"] == "PASS" else ("hypfail" if r["kind"] == "hypothesis" else "fail")
+    strong = " mfattn-replicated" if r in replicated_evidence([r]) else ""
+    return f'<span class="mfattn-tag mfattn-{cls}{strong}">{r["status"]}</span>'
+
+
+def _link(r: dict) -> str:
+    """The chapter number, linked to the verdict's row in the chapter (its anchor)."""
+    return f'<a href="../notebooks/{r["chapter"]}.html#{verdict_anchor(r["claim"])}">{r["chapter"][:2]}</a>'
+
+
+def markdown(records: list[dict]) -> str:
+    """The evidence page's body (MyST markdown): the per-chapter counts and the map.
+
+    Parameters
+    ----------
+    records : list of dict
+        Verdict records, as :func:`collect` returns them.
+
+    Returns
+    -------
+    str
+        Two Markdown tables: the PASS and FAIL counts per chapter (evidence, hypotheses, checks),
+        then one row per result of :func:`table`.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import markdown
+    >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
+    ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
+    >>> lines = markdown(rec).splitlines()
+    >>> print(lines[2])
+    | [02-finite-n](../notebooks/02-finite-n.ipynb) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
+    >>> print(next(line for line in lines if "Thm 4.1 |" in line))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
+    | <span id="r-thm-4-1"></span>Thm 4.1 | $\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14) | <span class="mfattn-tag
+    mfattn-pass">PASS</span> claim: error vs N (<a href="../notebooks/02-finite-n.html#v-...">02</a>;
+    *weak: no counterfactual named, counted as a check*) |
+    """
+    rep = replicated_evidence(records)
+    lines = ["| chapter | evidence | of it replicated | hypotheses | checks | external |", "|---|---|---|---|---|---|"]
+    for ch, c in counts(records).items():
+        def cell(g):
+            return f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
+
+        n_rep = sum(r["chapter"] == ch for r in rep)
+        replicated_any = any(r["chapter"] == ch and "replication" in r for r in records)
+        lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {cell('evidence')} | "
+                     f"{n_rep if replicated_any else 'not replicated yet'} | {cell('hypothesis')} | {cell('check')} | "
+                     f"{cell('external')} |")
+    lines += ["", "| result | what it says | verdicts (kind, status, chapter; what it is worth) |", "|---|---|---|"]
+    for row in table(records):
+        if row["verdicts"]:
+            v = "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; "
+                            f"*{_esc(flag(r))}*)" for r in row["verdicts"])
+            if row["note"]:
+                v += f"<br>*note*: {_esc(row['note'])}"
+        else:
+            v = f"*not tested*: {_esc(row['reason'])}"
+        lines.append(f'| <span id="{_slug(row["result"])}"></span>{row["result"]} | {_esc(row["what"])} | {v} |')
+    return "\n".join(lines)
+
+
+def provenance(root: Path | str) -> dict:
+    """``{chapter: metadata}``: what each committed chapter's run recorded about itself
+    (``mfattn.runner.provenance``; older runs hold only ``ci_seconds`` and ``machine``).
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The checkout that holds ``notebooks/``.
+
+    Returns
+    -------
+    dict
+        One entry per ``notebooks/*.ipynb``, sorted by name.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.evidence import provenance
+    >>> prov = provenance(pathlib.Path(mfattn.__file__).resolve().parents[2])
+    >>> all(m["ci_seconds"] >= 0 for m in prov.values())
+    True
+    """
+    out = {}
+    for nb_path in _notebooks(root):
+        out[nb_path.stem] = json.loads(nb_path.read_text())["metadata"].get("mfattn", {})
+    return out
+
+
+def _duration(s) -> str:
+    if s is None:
+        return "not recorded"
+    s = int(s)
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
+
+
+def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
+    """The status page's body (``book/status.md``, built with the book, nothing executed): per
+    chapter, the committed run's time, profile, date and the commit of the code it ran; the machines
+    and library versions the runs used; the verdicts counted by group and status, with the
+    replication's seeds and run time.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The checkout.
+    records : list of dict or None
+        Verdict records (:func:`collect`); read from ``root`` when omitted.
+
+    Returns
+    -------
+    str
+        MyST Markdown: two tables and a list of environments.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.evidence import status_markdown
+    >>> text = status_markdown(pathlib.Path(mfattn.__file__).resolve().parents[2])
+    >>> text.splitlines()[0]
+    '| chapter | run time | profile | ran (UTC) | code |'
+    """
+    from . import replicate as rp
+
+    root = Path(root)
+    records = collect(root) if records is None else records
+    prov = provenance(root)
+    reps = rp.load(root)
+    lines = ["| chapter | run time | profile | ran (UTC) | code |", "|---|---|---|---|---|"]
+    for ch, m in prov.items():
+        commit = m.get("commit")
+        code = "not recorded" if not commit else f"`{commit[:10]}`" + (" with uncommitted changes" if m.get("dirty")
+                                                                       else "")
+        when = m.get("executed", "not recorded").replace("T", " ").replace("Z", "")
+        lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {_duration(m.get('ci_seconds'))} | "
+                     f"{m.get('profile', 'ci')} | {when} | {code} |")
+    envs: dict = {}
+    for ch, m in prov.items():
+        if "cpu" in m:
+            key = (m["cpu"], m["cores"], m.get("threads"), m["isa"], m["python"], m["torch"], m["numpy"], m["numba"])
+        else:
+            key = ("not recorded", m.get("machine", "not recorded"))
+        envs.setdefault(key, []).append(ch[:2])
+    lines += ["", "The machines and libraries of these runs:", ""]
+    for key, chs in envs.items():
+        which = ("Chapter " if len(chs) == 1 else "Chapters ") + ", ".join(chs)
+        if len(key) == 2:
+            lines.append(f"- {which}: {key[1]} (the CPU model and library versions were not recorded).")
+        else:
+            cpu, cores, threads, isa, py, torch_v, np_v, nb_v = key
+            lines.append(f"- {which}: {cpu}, {cores} cores, {threads} torch threads, torch kernels for {isa}; "
+                         f"Python {py}, torch {torch_v}, numpy {np_v}, numba {nb_v}.")
+    lines += ["", "| chapter | evidence | replicated | hypotheses | checks | external |",
+              "|---|---|---|---|---|---|"]
+    rep_lines = ["", "| chapter | replication |", "|---|---|"]
+    rep_ev = replicated_evidence(records)
+    for ch, c in counts(records).items():
+        def cell(g):
+            n_pass, n_fail = c[(g, "PASS")], c[(g, "FAIL")]
+            return f"{n_pass} PASS" + (f", {n_fail} FAIL" if n_fail else "") if n_pass or n_fail else "none"
+
+        r = reps.get(ch)
+        fresh = any(x["chapter"] == ch and "replication" in x for x in records)
+        if r is None:
+            rep = "not run"
+        elif not fresh:
+            rep = "stale: the chapter changed since"
+        else:
+            rep = f"{len(r['seeds'])} seeds, {_duration(r.get('seconds'))}"
+        n_rep = sum(x["chapter"] == ch for x in rep_ev)
+        lines.append(f"| {ch[:2]} | {cell('evidence')} | {n_rep if fresh else '-'} | {cell('hypothesis')} | "
+                     f"{cell('check')} | {cell('external')} |")
+        rep_lines.append(f"| {ch[:2]} | {rep} |")
+    return "\n".join(lines + rep_lines)
+
+
+def claims_json(root: Path | str, records: list[dict] | None = None) -> str:
+    """Every verdict's record as JSON, for the evidence page's download: kind, group, the claim,
+    measured, predicted, tolerance, status, the results it bears on, its counterfactual and its
+    replication where there is one, the chapter and the commit of the code the chapter's run used.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The checkout.
+    records : list of dict or None
+        Verdict records (:func:`collect`); read from ``root`` when omitted.
+
+    Returns
+    -------
+    str
+        A JSON document ``{"paper": ..., "verdicts": [...]}``.
+
+    Examples
+    --------
+    >>> import json, pathlib
+    >>> import mfattn
+    >>> from mfattn.evidence import claims_json
+    >>> doc = json.loads(claims_json(pathlib.Path(mfattn.__file__).resolve().parents[2]))
+    >>> {"chapter", "claim", "kind", "status", "ref", "commit"} <= set(doc["verdicts"][0])
+    True
+    """
+    records = collect(root) if records is None else records
+    prov = provenance(root)
+    out = [dict(r, commit=prov.get(r["chapter"], {}).get("commit")) for r in records]
+    return json.dumps({"paper": "arXiv 2606.10469", "verdicts": out}, indent=1, default=str)

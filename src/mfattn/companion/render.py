@@ -1,0 +1,321 @@
+"""Verdicts and settings rendered for a chapter's page: the verdict table (HTML, with coloured
+kind and status tags, numbers written for a reader and an anchor per verdict), :func:`report`,
+which shows it and stores every verdict's record in the notebook for the evidence map, and
+:func:`show_config`, the table of the settings a run used. The verdicts themselves are
+:mod:`mfattn.companion.verdicts`; chapters import both through :mod:`mfattn.companion.book`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+
+from .verdicts import EVIDENCE, Verdict, fmt, summary  # noqa: F401  (fmt: the numbers the table shows)
+
+__all__ = ["number_html", "report", "show_config", "verdict_anchor", "verdict_table_html"]
+
+_PASS_STYLE = "background:#e3f2e6;color:#14532d"
+_FAIL_STYLE = "background:#fde2e1;color:#8b1111"
+# a hypothesis that fails is a finding about the model, not a failed prediction: amber, not red
+_HYP_FAIL_STYLE = "background:#fff3cd;color:#7a4d00"
+_KIND_STYLE = {"claim": "background:#dbeafe;color:#1e3a8a", "derived": "background:#ede9fe;color:#4c1d95",
+               "hypothesis": "background:#fef3c7;color:#78350f", "check": "background:#e5e7eb;color:#374151",
+               "external": "background:#ccfbf1;color:#134e4a"}
+_TAG = "font-weight:700;padding:1px 5px;border-radius:3px;white-space:nowrap"
+_CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:break-word;border-top:1px solid #d0d7de"
+_ENOTATION = re.compile(r"(-?)(~?)(\d(?:\.\d+)?)e([-+]\d+)")
+
+
+def _esc(text: str) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def number_html(text: str, trim: bool = False) -> str:
+    """``text`` (HTML-escaped) with every number in e-notation (as :func:`~mfattn.companion.verdicts.fmt` prints them) written
+    for a reader: a plain decimal when its exponent is between -3 and 3 (``2.00e+00`` is ``2.00``,
+    ``-5.10e-01`` is ``-0.510``), else a power of ten (``1.23 × 10⁻⁵``); ``~1e-06`` is ``~10⁻⁶``.
+    The significant digits stay those printed; ``trim`` drops trailing zeros (for predictions and
+    tolerances, which are exact). Each number keeps its printed form in ``data-v``, which the nbval
+    sanitiser (``nbval-sanitize.cfg``) compares instead of the display.
+
+    Parameters
+    ----------
+    text : str
+        Plain text, e.g. a measured value or ``"<= 1.00e+00"``.
+    trim : bool
+        Drop trailing zeros of the mantissa.
+
+    Returns
+    -------
+    str
+        HTML; ``+-``, ``<=`` and ``>=`` become ``±``, ``≤`` and ``≥``.
+
+    Examples
+    --------
+    >>> from mfattn.book import number_html
+    >>> import re
+    >>> import html
+    >>> strip = lambda h: html.unescape(re.sub(r"<[^>]+>", "", h.replace("<sup>", "^"))).replace("\u202f", " ") \\
+    ...     .replace("\u2212", "-")
+    >>> strip(number_html("2.00e+00")), strip(number_html("-5.10e-01")), strip(number_html("1.23e-05"))
+    ('2.00', '-0.510', '1.23 × 10^-5')
+    >>> strip(number_html("+-5.00e-02", trim=True)), strip(number_html("<= 1.00e+00", trim=True))
+    ('±0.05', '≤ 1')
+    >>> strip(number_html("~1e-06")), strip(number_html("<1e-12")), strip(number_html("-2.0e+04", trim=True))
+    ('~10^-6', '<10^-12', '-2 × 10^4')
+    """
+    def one(m):
+        sign, approx, mant, exp = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        minus = "\u2212" if sign else ""
+        pw = f"10<sup>{chr(0x2212) if exp < 0 else ''}{abs(exp)}</sup>"
+        if approx:
+            shown = f"{minus}~{pw}"
+        elif -3 <= exp <= 3:
+            places = max(0, len(mant.partition(".")[2]) - exp)
+            shown = f"{float(sign + mant) * 10.0 ** exp:.{places}f}".replace("-", minus)
+            if trim and "." in shown:
+                shown = shown.rstrip("0").rstrip(".")
+        else:
+            m_txt = mant.rstrip("0").rstrip(".") if trim and "." in mant else mant
+            shown = f"{minus}{pw}" if m_txt == "1" else f"{minus}{m_txt}\u202f×\u202f{pw}"
+        return f'<span class="mfattn-num" data-v="{m.group(0)}">{shown}</span>'
+
+    out = _esc(text).replace("+-", "±").replace("&lt;=", "≤").replace("&gt;=", "≥")
+    return _ENOTATION.sub(one, out)
+
+
+def _slug(ref: str) -> str:
+    """The anchor of a result's row on the evidence map (:func:`mfattn.companion.evidence.markdown`)."""
+    return "r-" + re.sub(r"[^a-z0-9]+", "-", ref.lower()).strip("-")
+
+
+def verdict_anchor(claim: str) -> str:
+    """The anchor of a verdict's row in its chapter: stable under reordering, the same wherever the
+    claim is named (the evidence map links to it).
+
+    Parameters
+    ----------
+    claim : str
+        The verdict's claim, as its record stores it.
+
+    Returns
+    -------
+    str
+        ``"v-"`` and ten hexadecimal digits of the claim's SHA-1.
+
+    Examples
+    --------
+    >>> from mfattn.book import verdict_anchor
+    >>> a = verdict_anchor("Thm 5.2: slope in N")
+    >>> a.startswith("v-"), len(a), a == verdict_anchor("Thm 5.2: slope in N") != verdict_anchor("other")
+    (True, 12, True)
+    """
+    return "v-" + hashlib.sha1(claim.encode()).hexdigest()[:10]
+
+
+def verdict_table_html(verdicts) -> str:
+    """The verdicts as an HTML table (status and kind as coloured tags, claim, measured, predicted,
+    tolerance) that wraps at spaces to any column width. A failed hypothesis (a finding about the
+    model) is amber, a failed claim red. Each row has an anchor (:func:`verdict_anchor`) and links
+    the results it bears on to their rows on the evidence map.
+
+    The table is followed by the :func:`~mfattn.companion.verdicts.summary` line.
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The verdicts, one row each.
+
+    Returns
+    -------
+    str
+        The HTML.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most, check_close, verdict_table_html, verdict_anchor
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> html = verdict_table_html(vs)
+    >>> html.startswith('<table class="mfattn-verdicts"'), html.count('<tr class="mfattn-fail')
+    (True, 1)
+    >>> f'id="{verdict_anchor("b")}"' in html
+    True
+    >>> ev = check_close("c", 1.0, 1.0, 0.1, kind="derived", counterfactual=(2.0, "twice"))
+    >>> "derived → check" in verdict_table_html([ev]), "claim → check" in html
+    (False, True)
+    """
+    rows = []
+    for v in verdicts:
+        if v.passed:
+            style = _PASS_STYLE
+        else:
+            style = _HYP_FAIL_STYLE if v.kind == "hypothesis" else _FAIL_STYLE
+        kind = f"{v.kind} → check" if v.kind in EVIDENCE and not v.evidence else v.kind
+        why = f'<br><small>(counted as a check: {_esc(v._kind_text().partition(": ")[2])})</small>' if "→" in kind else ""
+        refs = ", ".join(f'<a href="../book/evidence.html#{_slug(r)}">{_esc(r)}</a>' for r in v.ref)
+        refs = f"<br><small>bears on {refs}</small>" if refs else ""
+        cf = ""
+        if v.counterfactual is not None:
+            c = v.counterfactual
+            cf = (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} ({_esc(c.why)}): "
+                  f"<strong>{c.status}</strong></small>")
+        rows.append(
+            f'<tr class="mfattn-{v.status.lower()} mfattn-kind-{v.kind}" id="{verdict_anchor(v.claim)}">'
+            f'<td style="{_CELL}"><span class="mfattn-status" style="{style};{_TAG}">{v.status}</span><br>'
+            f'<span class="mfattn-kind" style="{_KIND_STYLE[v.kind]};{_TAG};font-weight:400;font-size:0.9em">'
+            f'{_esc(kind)}</span></td>'
+            f'<td style="{_CELL}">{_esc(v.claim)}{why}{refs}</td>'
+            f'<td style="{_CELL}">{number_html(fmt(v.measured, v.sig, v.floor))}</td>'
+            f'<td style="{_CELL}">{number_html(v.predicted, trim=True)}</td>'
+            f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>'
+        )
+    head = "".join(f'<th style="{_CELL};text-align:left">{h}</th>'
+                   for h in ("status", "claim", "measured", "predicted", "tolerance"))
+    cols = "".join(f'<col style="width:{w}%">' for w in (14, 36, 15, 14, 21))
+    return (f'<table class="mfattn-verdicts" style="width:100%;table-layout:fixed;border-collapse:collapse;'
+            f'font-size:0.85em"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>'
+            f'<p class="mfattn-summary"><strong>{_esc(summary(verdicts))}</strong></p>')
+
+
+def _display(text: str, html_text: str, metadata: dict | None = None) -> None:
+    """A rich output in a notebook (plain text and HTML), the plain text elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
+        get_ipython = lambda: None
+    if get_ipython() is None:
+        print(text)
+        return
+    display({"text/plain": text, "text/html": html_text}, raw=True, metadata=metadata or {})
+
+
+def report(verdicts) -> None:
+    """Show every verdict and the chapter's count (:func:`~mfattn.companion.verdicts.summary`): a table in the book
+    (:func:`verdict_table_html`), the same lines as plain text elsewhere. Inside a notebook the output
+    carries every verdict's :meth:`~mfattn.companion.verdicts.Verdict.record` in its metadata under ``"mfattn"``;
+    :mod:`mfattn.companion.evidence` reads them from the committed notebooks (nbval compares the text and the
+    table, never the metadata).
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The chapter's verdicts.
+
+    Raises
+    ------
+    ValueError
+        If an item is not a :class:`Verdict`.
+
+    Examples
+    --------
+    Outside IPython the report is printed as plain text:
+
+    >>> from mfattn.book import check_at_most, check_close, report
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(2.0, "twice the value")),
+    ...       check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> report(vs)
+    [PASS] (claim) a
+           measured 1.00e+00 | predicted 1.00e+00 | tolerance +-1.00e-01
+           counterfactual 2.00e+00 (twice the value): FAIL
+    [FAIL] (check) b
+           measured 2.00e+00 | predicted <= 1.00e+00 | tolerance +0.00e+00
+    verdicts: 2. Evidence (claims and derived results whose counterfactual fails): 1 PASS, 0 FAIL.
+    Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or no counterfactual fails):
+    0 PASS, 1 FAIL.
+    """
+    verdicts = list(verdicts)
+    for v in verdicts:
+        if not isinstance(v, Verdict):
+            raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
+    text = "\n".join([v.line() for v in verdicts] + [summary(verdicts)])
+    _display(text, verdict_table_html(verdicts), {"mfattn": {"verdicts": [v.record() for v in verdicts]}})
+
+
+def show_config(cfg, source=None, values=None) -> None:
+    """The effective parameters of a run (a :func:`~mfattn.companion.book.resolve_profile` namespace) as a small table:
+    every setting after the profile's defaults and the caller's overrides were applied.
+
+    With ``source`` (the chapter's ``.md``, e.g. ``"05-stability.md"``; chapters run in their own
+    folder) the table lists every parameter of the chapter's parameters cell with its value in this
+    run (from ``cfg``, else from ``values``, e.g. the notebook's ``globals()``), its value in each
+    profile and its comment (:func:`mfattn.companion.chapters.parameter_rows`), as ``python -m mfattn params``
+    prints it.
+
+    Parameters
+    ----------
+    cfg : types.SimpleNamespace
+        The run's settings, from :func:`~mfattn.companion.book.resolve_profile` (at least one).
+    source : str or pathlib.Path or None
+        The chapter's MyST source; ``None`` for the settings of ``cfg`` alone.
+    values : dict or None
+        Values of parameters that ``cfg`` does not hold (e.g. ``globals()``); ``cfg`` wins.
+
+    Raises
+    ------
+    ValueError
+        If ``cfg`` holds no settings.
+
+    Examples
+    --------
+    Outside IPython the table is printed as plain text:
+
+    >>> from mfattn.book import resolve_profile, show_config
+    >>> cfg = resolve_profile({"ci": {"n": 64, "T": 1.0}}, "ci")
+    >>> show_config(cfg)
+    effective parameters: profile='ci', n=64, T=1.0
+
+    and with the chapter's source, one line per parameter:
+
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import profiles
+    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> show_config(resolve_profile(profiles(chapter), "ci"), chapter, values={"device": "cpu"})
+    parameters (this run, then each profile's value):
+      profile = 'ci'  [ci: 'ci', paper: 'paper']
+      device = 'cpu'  [ci: 'cpu', paper: 'cpu']
+    ...
+    """
+    items = list(vars(cfg).items())
+    if not items:
+        raise ValueError("cfg: no settings to show")
+    run = dict(values or {})
+    run.update(vars(cfg))
+    if source is None:
+        text = "effective parameters: " + ", ".join(f"{k}={v!r}" for k, v in items)
+        cells = [f'<td style="padding:2px 8px"><code>{_esc(k)}</code></td>'
+                 f'<td style="padding:2px 8px">{_esc(repr(v))}</td>' for k, v in items]
+        if len(cells) % 2:
+            cells.append('<td></td><td></td>')
+        rows = "".join(f"<tr>{cells[i]}{cells[i + 1]}</tr>" for i in range(0, len(cells), 2))
+        html_text = (f'<table class="mfattn-config" style="font-size:0.85em;border-collapse:collapse;'
+                     f'table-layout:fixed;width:100%"><caption style="text-align:left">effective parameters of '
+                     f'this run (profile <code>{_esc(getattr(cfg, "profile", ""))}</code>)</caption>'
+                     f'<tbody>{rows}</tbody></table>')
+        _display(text, html_text)
+        return
+    from .chapters import parameter_rows
+
+    table = parameter_rows(source)
+    profs = [k for k in table[0] if k not in ("name", "comment")] if table else []
+    head = ["parameter", "this run", *profs, "meaning"]
+    body = [[r["name"], repr(run[r["name"]]) if r["name"] in run else "", *(repr(r[p]) for p in profs),
+             r["comment"]] for r in table]
+    text = "\n".join(["parameters (this run, then each profile's value):"]
+                      + [f"  {b[0]} = {b[1]}  [" + ", ".join(f"{p}: {v}" for p, v in zip(profs, b[2:-1])) + "]"
+                         for b in body])
+    # automatic layout: each column as wide as its longest word needs, values wrap at spaces
+    cell = "padding:2px 6px;vertical-align:top;border-top:1px solid #d0d7de"
+    ths = "".join(f'<th style="{cell};text-align:left">{_esc(h)}</th>' for h in head)
+    trs = "".join("<tr>" + f'<td style="{cell}"><code>{_esc(b[0])}</code></td>'
+                  + "".join(f'<td style="{cell}">{_esc(x)}</td>' for x in b[1:-1])
+                  + f'<td style="{cell}"><small>{_esc(b[-1])}</small></td></tr>' for b in body)
+    html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;'
+                 f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
+                 f'<code>{_esc(getattr(cfg, "profile", ""))}</code>) and each profile\'s values; '
+                 f'<code>python -m mfattn run CHAPTER -p NAME VALUE</code> sets one</caption>'
+                 f'<thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>')
+    _display(text, html_text)

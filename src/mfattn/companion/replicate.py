@@ -1,0 +1,427 @@
+"""Replication of a chapter's verdicts under independent seeds (``python -m mfattn replicate``).
+
+A verdict that passed once, for the committed seed, may pass by luck. :func:`replicate` re-runs a
+chapter (ci profile) under ``K`` other seeds, each with the runner's cache, so an interrupted
+replication resumes where it stopped, and :func:`aggregate` writes the replication record
+``replications/CHAPTER.json``: for every verdict of the committed run, the number of replicates in
+which it passed, in which it counted as evidence (its counterfactual failed beside it,
+:attr:`mfattn.companion.verdicts.Verdict.evidence`), and the spread of its measured value.
+
+Every draw of a chapter comes from its ``seed`` parameter, so another seed is another, independent
+set of draws: the task's data, the initial heads, the minibatches. A verdict whose measured value
+is the same, to the bit, in every replicate and in the committed run either does not depend on the
+draw (an integer dimension, a closed form) or saturates (a count of violations that stays 0 in every
+draw); the record says so. A check of that kind replicates by construction; a claim or derived result
+still needs its counterfactual rejected in the replicates to count as replicated evidence.
+
+The record is keyed (:func:`key`) by the hash of the chapter's code (its code cells, which decide
+every number; its prose does not) and of the printed fields of its committed verdict records:
+``tests/test_replicate.py`` fails when either changed since the replication, so the book never
+shows the replication rate of an older chapter, while an engine change that leaves the committed
+notebooks as they are (nbval proves their outputs unchanged) does not force a new replication, and
+neither does a corrected sentence. The evidence map (:mod:`mfattn.companion.evidence`) shows the records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .runner import _verdicts as _records  # the verdict records an executed notebook stores (book.report)
+
+__all__ = ["FOLDER", "MIN_REPLICATES", "MIN_RATE", "key", "seeds", "replicate", "aggregate", "load", "status",
+           "replicated"]
+
+#: The folder of the replication records in the checkout.
+FOLDER = "replications"
+#: A verdict counts as replicated evidence when it passed, as evidence, in at least MIN_RATE of at
+#: least MIN_REPLICATES replicates (9 of 10).
+MIN_REPLICATES = 10
+#: The share of the replicates in which a verdict must come out as committed (see MIN_REPLICATES).
+MIN_RATE = 0.9
+#: The printed fields of a verdict record that the key hashes (the raw numbers beside them change
+#: with the CPU's rounding; these are what nbval compares), after the checkout's nbval sanitiser.
+PRINTED = ("kind", "ref", "claim", "measured", "predicted", "tolerance", "status")
+
+
+def _sanitiser(root: Path):
+    """The substitutions of the checkout's ``nbval-sanitize.cfg``, in order, as one function on
+    strings: the key sees a printed field as nbval compares it, so that a rerun whose outputs nbval
+    accepts as the same (a last digit of rounding, a float64 residual of 1e-16 against 9e-17) keeps
+    its replication record."""
+    import configparser
+
+    cfg_path = Path(root, "nbval-sanitize.cfg")
+    if not cfg_path.exists():
+        return lambda x: x
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(cfg_path)
+    subs = [(re.compile(cfg[sec]["regex"]), cfg[sec]["replace"]) for sec in cfg.sections()
+            if "regex" in cfg[sec] and "replace" in cfg[sec]]
+
+    def clean(x):
+        if isinstance(x, str):
+            for rx, rep in subs:
+                x = rx.sub(rep, x)
+            return x
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+
+    return clean
+
+
+def key(src: Path) -> dict:
+    """The hashes a replication record is keyed by: the chapter's code cells and the printed fields
+    (:data:`PRINTED`, and the counterfactual's) of its committed verdict records, as the checkout's
+    nbval sanitiser (``nbval-sanitize.cfg``) leaves them.
+
+    Parameters
+    ----------
+    src : pathlib.Path
+        The chapter's ``.md``; its committed ``.ipynb`` lies beside it.
+
+    Returns
+    -------
+    dict
+        ``{"source": sha256 hex of the code cells, "verdicts": sha256 hex}``.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.replicate import key
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> sorted(key(root / "notebooks" / "07-two-layer-baseline.md"))
+    ['source', 'verdicts']
+    """
+    from .runner import _code_cells
+
+    src = Path(src)
+    clean = _sanitiser(src.resolve().parent.parent)
+    printed = [{k: clean(r.get(k)) for k in PRINTED}
+               | {"counterfactual": clean((r.get("counterfactual") or {}).get("predicted"))}
+               for r in _records(src.with_suffix(".ipynb"))]
+    return {"source": hashlib.sha256(_code_cells(src).encode()).hexdigest(),
+            "verdicts": hashlib.sha256(json.dumps(printed, sort_keys=True).encode()).hexdigest()}
+
+
+def seeds(committed: int, k: int) -> list[int]:
+    """``k`` seeds other than the committed one: ``committed + 1, ..., committed + k``.
+
+    Every chapter derives each of its streams from ``seed`` by an offset below 1000 per stream
+    (``1000 * seed + j``) or by ``seed + j`` with ``j`` small, so neighbouring seeds give disjoint
+    draws for the streams a verdict rests on.
+
+    Parameters
+    ----------
+    committed : int
+        The seed of the committed run.
+    k : int
+        The number of replicates, ``>= 1``.
+
+    Returns
+    -------
+    list of int
+        The seeds.
+
+    Examples
+    --------
+    >>> from mfattn.replicate import seeds
+    >>> seeds(0, 3)
+    [1, 2, 3]
+    """
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"seeds: expected a positive number of replicates, got {k!r}")
+    return [committed + 1 + i for i in range(k)]
+
+
+def _strip_numbers(text: str) -> str:
+    return re.sub(r"[-+]?\d[\d.eE+-]*", "#", text)
+
+
+def _float(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def aggregate(src: Path, runs: dict, seconds: float) -> dict:
+    """The replication record of a chapter from its replicate runs.
+
+    Verdicts are matched by position in the chapter's report and must make the same claim (numbers
+    in the claim's text aside); a replicate whose verdict at that position differs is not counted
+    for it.
+
+    Parameters
+    ----------
+    src : pathlib.Path
+        The chapter's ``.md`` (its committed ``.ipynb`` beside it).
+    runs : dict
+        ``{seed: list of verdict records}`` of the replicates; a seed under which the chapter itself
+        failed maps to the error's text, and counts for every verdict as a replicate that did not
+        pass.
+    seconds : float
+        The replication's wall time, recorded.
+
+    Returns
+    -------
+    dict
+        ``chapter``, ``key`` (:func:`key`), ``seeds``, ``seconds``, ``failed_seeds`` (seed: error)
+        and ``verdicts``: one entry per committed verdict with ``claim``, ``kind``, ``ref``,
+        ``committed`` (its committed status), ``n``
+        (replicates that produced it, or in which the chapter failed),
+        ``passed``, ``evidence`` (passed with its counterfactual failing), ``values`` (measured, one
+        per replicate, in seed order), ``q05``, ``q50``, ``q95`` and ``by_construction`` (the same
+        value in every replicate and in the committed run: no random draw).
+
+    Examples
+    --------
+    >>> import json, pathlib, tempfile
+    >>> from mfattn.replicate import aggregate
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> rec = lambda v, s: dict(claim="slope", kind="claim", ref=["(15)"], measured=f"{v:.2e}", value=v,
+    ...                         predicted="-0.500", tolerance="", status=s, evidence=True)
+    >>> nb = {"cells": [{"outputs": [{"metadata": {"mfattn": {"verdicts": [rec(-0.5, "PASS")]}}}]}]}
+    >>> _ = (d / "c.ipynb").write_text(json.dumps(nb)); _ = (d / "c.md").write_text("x")
+    >>> r = aggregate(d / "c.md", {1: [rec(-0.48, "PASS")], 2: [rec(-0.1, "FAIL")], 3: "ValueError"}, 9.0)
+    >>> e = r["verdicts"][0]
+    >>> e["n"], e["passed"], e["evidence"], e["values"], r["failed_seeds"]
+    (3, 1, 1, [-0.48, -0.1], {'3': 'ValueError'})
+    """
+    committed = _records(Path(src).with_suffix(".ipynb"))
+    failed = {s: runs[s] for s in sorted(runs) if isinstance(runs[s], str)}
+    out = []
+    for i, c in enumerate(committed):
+        got = [runs[s][i] for s in sorted(runs) if s not in failed
+               and i < len(runs[s]) and _strip_numbers(runs[s][i]["claim"]) == _strip_numbers(c["claim"])]
+        vals = [_float(r.get("value", r["measured"])) for r in got]
+        finite = sorted(v for v in vals if math.isfinite(v))
+        q = lambda p: finite[min(len(finite) - 1, int(p * len(finite)))] if finite else math.nan  # noqa: E731
+        cval = _float(c.get("value", c["measured"]))
+        out.append(dict(
+            claim=c["claim"], kind=c["kind"], ref=c["ref"], committed=c["status"], n=len(got) + len(failed),
+            passed=sum(r["status"] == "PASS" for r in got),
+            evidence=sum(r["status"] == "PASS" and bool(r.get("evidence")) for r in got),
+            values=[v if math.isfinite(v) else str(v) for v in vals],
+            q05=q(0.05), q50=q(0.5), q95=q(0.95),
+            by_construction=bool(got) and all(v == cval for v in vals) and math.isfinite(cval)))
+    return dict(chapter=Path(src).stem, key=key(src), seeds=sorted(runs), seconds=round(seconds, 1),
+                failed_seeds={str(s): e for s, e in failed.items()}, verdicts=out)
+
+
+def status(entry: dict) -> str:
+    """How a verdict replicated, in a few words, as the evidence map prints it.
+
+    Parameters
+    ----------
+    entry : dict
+        One entry of a record's ``verdicts`` (:func:`aggregate`).
+
+    Returns
+    -------
+    str
+        ``"the same value in every replicate"`` for a verdict whose value no draw changed (with, for
+        a claim or derived result, how often its counterfactual was rejected), or
+        the committed status's rate (``"PASS in P of N replicates"``, and for a claim or derived
+        result how often its counterfactual was rejected beside it) with the 90 % range of the
+        measured value; marked ``fragile`` when it did not replicate (:func:`replicated`).
+
+    Examples
+    --------
+    >>> from mfattn.replicate import status
+    >>> e = dict(n=10, passed=10, evidence=10, q05=-0.58, q50=-0.5, q95=-0.43, by_construction=False,
+    ...          kind="claim", committed="PASS")
+    >>> status(e)
+    'PASS in 10 of 10 replicates, counterfactual rejected in 10; measured -0.5, 90 % in [-0.58, -0.43]'
+    >>> status(dict(e, evidence=6))
+    'fragile: PASS in 10 of 10 replicates, counterfactual rejected in 6; measured -0.5, 90 % in [-0.58, -0.43]'
+    >>> status(dict(e, kind="hypothesis", committed="FAIL", passed=0))
+    'FAIL in 10 of 10 replicates; measured -0.5, 90 % in [-0.58, -0.43]'
+    """
+    n, p = entry["n"], entry["passed"]
+    if entry["by_construction"]:
+        text = f"the same value, {entry['q50']:.3g}, in every replicate"
+        if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
+            text += f"; PASS in {p} of {n}, counterfactual rejected in {entry['evidence']}"
+        return text if replicated(entry) else f"fragile: {text}"
+    same = p if entry.get("committed", "PASS") == "PASS" else n - p
+    text = f"{entry.get('committed', 'PASS')} in {same} of {n} replicates"
+    if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
+        text += f", counterfactual rejected in {entry['evidence']}"
+    if math.isfinite(entry["q50"]):
+        text += f"; measured {entry['q50']:.3g}, 90 % in [{entry['q05']:.3g}, {entry['q95']:.3g}]"
+    return text if replicated(entry) else f"fragile: {text}"
+
+
+def replicated(entry: dict) -> bool:
+    """Whether a verdict replicated: the same value in every replicate, or its committed outcome in
+    at least :data:`MIN_RATE` of at least :data:`MIN_REPLICATES` replicates; for a claim or derived
+    result that passed, as evidence (passed with its counterfactual rejected).
+
+    Parameters
+    ----------
+    entry : dict
+        One entry of a record's ``verdicts`` (:func:`aggregate`).
+
+    Returns
+    -------
+    bool
+        Whether it replicated.
+
+    Examples
+    --------
+    >>> from mfattn.replicate import replicated
+    >>> replicated(dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="PASS"))
+    True
+    >>> replicated(dict(n=10, passed=9, evidence=8, by_construction=False, kind="claim", committed="PASS"))
+    False
+    >>> replicated(dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL"))
+    True
+    """
+    if entry["by_construction"] and entry["kind"] not in ("claim", "derived"):
+        return True  # a check whose value no draw changes
+    n, p = entry["n"], entry["passed"]
+    if entry.get("committed", "PASS") == "FAIL":
+        same = n - p
+    else:
+        same = entry["evidence"] if entry["kind"] in ("claim", "derived") else p
+    return n >= MIN_REPLICATES and same >= MIN_RATE * n
+
+
+def load(root: Path) -> dict:
+    """``{chapter stem: replication record}`` of the records under ``root/replications``.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+
+    Returns
+    -------
+    dict
+        The records, by chapter.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from mfattn.replicate import load
+    >>> load(pathlib.Path(tempfile.mkdtemp()))
+    {}
+    """
+    return {p.stem: json.loads(p.read_text()) for p in sorted(Path(root, FOLDER).glob("*.json"))}
+
+
+def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[dict], float]:
+    """One replicate: the chapter under ``seed``, in ``runs/CHAPTER/replicate/seed-S`` (reused when
+    it finished before), as a child ``python -m mfattn run`` so that several run at once."""
+    out = root / "runs" / src.stem / "replicate" / f"seed-{seed}"
+    nb = out / f"{src.stem}.ipynb"
+    done = out / "done.json"
+    if done.exists():
+        d = json.loads(done.read_text())
+        if "error" in d:
+            return seed, d["error"], d["seconds"]
+        if nb.exists():
+            return seed, _records(nb), d["seconds"]
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "mfattn", "run", src.stem, "-p", "seed", str(seed), "--out", str(out), "--quiet"]
+    r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    secs = time.perf_counter() - t0
+    if r.returncode != 0 or not nb.exists():
+        # the chapter itself failed under this seed: a replicate in which no verdict passed, kept as
+        # such (with the error) rather than dropped, since it is what a user running that seed meets
+        error = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        if r.returncode in (130, 137, 143) or r.returncode < 0:
+            # interrupted or killed (Ctrl-C, a signal): not the chapter's fault; nothing to record,
+            # a rerun resumes
+            raise SystemExit(f"mfattn replicate: seed {seed} was interrupted (exit status {r.returncode}); "
+                             "rerun the same command to resume")
+        done.write_text(json.dumps({"seconds": round(secs, 1), "error": error}))
+        if not quiet:
+            print(f"mfattn replicate: {src.stem} seed {seed} FAILED in {secs:.0f} s: {error}", file=sys.stderr)
+        return seed, error, secs
+    done.write_text(json.dumps({"seconds": round(secs, 1)}))
+    if not quiet:
+        print(f"mfattn replicate: {src.stem} seed {seed} done in {secs:.0f} s", file=sys.stderr)
+    return seed, _records(nb), secs
+
+
+def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, quiet: bool = False) -> Path:
+    """Re-run the chapter ``src`` under ``k`` seeds (:func:`seeds`) and write its replication record.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    src : pathlib.Path
+        The chapter's MyST source.
+    k : int
+        The number of replicates (:data:`MIN_REPLICATES` for a verdict to count as replicated).
+    jobs : int
+        Replicates run at once (each is a kernel of its own; on 2 cores 2 jobs finish about 1.4x
+        sooner than 1, since a chapter rarely keeps both cores busy).
+    quiet : bool
+        No line per finished replicate.
+
+    Returns
+    -------
+    pathlib.Path
+        ``replications/CHAPTER.json``.
+
+    Examples
+    --------
+    >>> from mfattn.replicate import replicate  # doctest: +SKIP
+    >>> replicate(root, root / "notebooks" / "07-two-layer-baseline.md", 10, jobs=2)  # doctest: +SKIP
+    """
+    from .chapters import parameter_rows
+
+    rows = {r["name"]: r for r in parameter_rows(src)}
+    if "seed" not in rows:
+        raise SystemExit(f"mfattn replicate: {src.stem} has no seed parameter")
+    committed = rows["seed"].get("ci", 0)
+    committed = int(committed) if isinstance(committed, int) else 0
+    todo = seeds(committed, k)
+    if not isinstance(jobs, int) or jobs < 1:
+        raise SystemExit(f"mfattn replicate: --jobs must be a positive integer, got {jobs!r}")
+    runs, secs = {}, 0.0
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        for seed, recs, s in ex.map(lambda s: _run_one(root, src, s, quiet), todo):
+            runs[seed], secs = recs, secs + s  # recs: the records, or the error of a failed run
+    record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed (resumed ones as recorded)
+    path = Path(root, FOLDER, f"{src.stem}.json")
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    if not quiet:
+        n_rep = sum(replicated(e) for e in record["verdicts"])
+        print(f"mfattn replicate: {src.stem}: {n_rep} of {len(record['verdicts'])} verdicts replicated "
+              f"({k} seeds, {secs:.0f} s of runs) -> {path}", file=sys.stderr)
+    return path
+
+
+def main(args) -> int:
+    """``python -m mfattn replicate CHAPTER --seeds K [--jobs J]``."""
+    from .chapters import find_chapter, repo_root
+
+    root = repo_root()
+    replicate(root, find_chapter(root, args.chapter), args.seeds, jobs=args.jobs, quiet=args.quiet)
+    return 0
+
+
+def add_arguments(p) -> None:
+    p.add_argument("chapter", help="chapter name or prefix, e.g. 07")
+    p.add_argument("--seeds", type=int, default=MIN_REPLICATES,
+                   help=f"number of replicates, each under its own seed (default {MIN_REPLICATES})")
+    p.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)),
+                   help="replicates run at once (default: 2 where there are 2 cores)")
+    p.add_argument("--quiet", action="store_true", help="no line per finished replicate")

@@ -1,0 +1,654 @@
+"""Running a chapter as a user: ``python -m mfattn run``, ``compare`` and ``list`` (all chapters).
+
+``run`` checks every parameter against the chapter's profile before a kernel starts
+(:func:`mfattn.companion.chapters.check_values`), executes the chapter with papermill in a kernel it owns (so
+that Ctrl-C stops the kernel at once and keeps the partial notebook), caches the chapter's sweeps
+under ``runs/CHAPTER/cache/KEY/`` where ``KEY`` hashes the whole effective configuration and the
+code (:func:`cache_key`), shows the chapter's sweeps as terminal progress bars with remaining-time
+estimates (the kernel writes them to a side file, :mod:`mfattn._progress`, never into the
+notebook), and can write an HTML page of the executed run without executing it again.
+``compare`` prints a run's verdicts beside the committed ones; ``list`` gives each chapter's
+title and the measured run time of its committed ``ci`` notebook.
+
+Every fault the user can fix ends the command with one line starting ``mfattn:`` and exit
+status 2 (a bad parameter, no CUDA) or 1 (a failing cell, an interruption).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
+
+
+class UserError(SystemExit):
+    """A fault of the command line the user can fix: one line, exit status 2."""
+
+    def __init__(self, message: str):
+        print(f"mfattn: {message}", file=sys.stderr)
+        super().__init__(2)
+
+
+def _code_cells(src: Path) -> str:
+    import jupytext
+
+    return "\n\n".join(c.source for c in jupytext.read(src).cells if c.cell_type == "code")
+
+
+# modules that compute nothing a chapter caches (the command line, the HTML checker, the benchmark)
+_TOOLING = {"__main__.py", "cli.py", "runner.py", "checkhtml.py", "bench.py", "evidence.py"}
+
+
+def code_version(src) -> str:
+    """A hash of the code a chapter's results depend on: every ``.py`` file of the installed
+    ``mfattn`` package but the tooling (command line, HTML checker, benchmark, evidence map), and
+    the code cells of the chapter (its prose is left out, so editing the text keeps the cache).
+
+    Parameters
+    ----------
+    src : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    str
+        40 hexadecimal digits (SHA-1).
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.runner import code_version
+    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> v = code_version(chapter)
+    >>> len(v), v == code_version(chapter)
+    (40, True)
+    """
+    h = hashlib.sha1()
+    pkg = Path(__file__).resolve().parents[1]  # the whole package, every layer
+    for f in sorted(pkg.rglob("*.py")):
+        if f.name in _TOOLING:
+            continue
+        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(_code_cells(Path(src)).encode())
+    return h.hexdigest()
+
+
+def cache_key(src, config: dict) -> str:
+    """The name of the cache folder of a run: a hash of the chapter's name, its whole effective
+    configuration (:func:`mfattn.companion.chapters.check_values`, without ``cache_dir``) and
+    :func:`code_version`. Any changed parameter, package file or code cell gives a new folder, so
+    a cache never returns a result of another configuration or of older code.
+
+    Parameters
+    ----------
+    src : str or pathlib.Path
+        The chapter's MyST source.
+    config : dict
+        The effective configuration, ``{parameter: value}`` (JSON values).
+
+    Returns
+    -------
+    str
+        16 hexadecimal digits.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> from mfattn.runner import cache_key
+    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> a = cache_key(chapter, check_values(chapter, {}))
+    >>> b = cache_key(chapter, check_values(chapter, {"n_data": 63}))
+    >>> len(a), a == b
+    (16, False)
+    """
+    src = Path(src)
+    text = json.dumps({"chapter": src.stem, "config": {k: v for k, v in config.items() if k != "cache_dir"},
+                       "code": code_version(src)}, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git(*args, cwd) -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def code_state(src) -> dict:
+    """The commit of the checkout holding ``src`` and whether the engine (``src/mfattn``) or the
+    chapter differ from it: ``{"commit": sha or None, "dirty": bool or None}`` (``None`` outside a
+    git checkout). ``run CH --inplace`` takes it when the run starts, since the kernel loads the code
+    then, and work on the checkout during a long run does not change what ran.
+
+    Parameters
+    ----------
+    src : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    dict
+        ``commit`` and ``dirty``.
+    """
+    src = Path(src).resolve()
+    root = _git("rev-parse", "--show-toplevel", cwd=src.parent)
+    commit = _git("rev-parse", "HEAD", cwd=src.parent) if root else None
+    dirty = None
+    if commit:
+        dirty = bool(_git("status", "--porcelain", "--", "src/mfattn", str(src), cwd=root))
+    return {"commit": commit, "dirty": dirty}
+
+
+def provenance(src, seconds: float, profile: str, code: dict | None = None) -> dict:
+    """What the book's status page says about a committed run (``book/status.md``): its wall time
+    and profile, the machine (CPU model, cores, the instruction set torch's kernels used), the
+    versions of Python and of the numerical libraries, the time it ran, and the commit of the code
+    it ran, with ``dirty`` when the engine or the chapter differed from that commit. Stored in the
+    executed notebook's metadata under ``mfattn`` by ``run CH --inplace``, so that the page is built
+    without executing anything.
+
+    Parameters
+    ----------
+    src : str or pathlib.Path
+        The chapter's MyST source.
+    seconds : float
+        The run's wall time.
+    profile : str
+        The profile it ran (``ci`` for a committed run).
+    code : dict, optional
+        :func:`code_state` as the run started; taken now when omitted.
+
+    Returns
+    -------
+    dict
+        JSON-serialisable; ``ci_seconds`` is the key :func:`ci_seconds` reads.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    import torch
+
+    def ver(pkg):
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return None
+
+    code = code if code is not None else code_state(src)
+    return {"ci_seconds": round(seconds), "profile": profile,
+            "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}",
+            "cpu": _cpu_model(), "cores": os.cpu_count(), "isa": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__, "numpy": ver("numpy"),
+            "numba": ver("numba"), "executed": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "commit": code["commit"], "dirty": code["dirty"]}
+
+
+def ci_seconds(notebook) -> float | None:
+    """The measured wall time of the committed ``ci`` run, from the notebook's metadata (written
+    by ``python -m mfattn run CH --inplace``), or ``None``."""
+    try:
+        meta = json.loads(Path(notebook).read_text())["metadata"].get("mfattn", {})
+    except (OSError, ValueError, KeyError):
+        return None
+    return meta.get("ci_seconds")
+
+
+class _ProgressView(threading.Thread):
+    """Reads the JSON lines of :class:`mfattn._progress.FileBar` and draws them as tqdm bars on the
+    terminal (stderr); tqdm estimates the remaining time of each sweep from its rate."""
+
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.path, self.stop, self.bars = path, threading.Event(), {}
+
+    def run(self):
+        from tqdm.std import tqdm
+
+        pos = 0
+        while True:
+            stopping = self.stop.is_set()
+            try:
+                with open(self.path) as f:
+                    f.seek(pos)
+                    chunk = f.read()
+            except OSError:
+                chunk = ""
+            keep = chunk.rfind("\n") + 1
+            pos += len(chunk[:keep].encode())
+            for line in chunk[:keep].splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                bar = self.bars.get(e["id"])
+                if bar is None:
+                    if e["done"]:
+                        continue
+                    bar = self.bars[e["id"]] = tqdm(total=e["total"], desc=e["desc"], leave=False,
+                                                    position=len(self.bars), file=sys.stderr, dynamic_ncols=True,
+                                                    disable=False)
+                if e["n"] > bar.n:
+                    bar.update(e["n"] - bar.n)
+                if e["done"]:
+                    bar.close()
+                    del self.bars[e["id"]]
+            if stopping:
+                break
+            time.sleep(0.2)
+        for bar in self.bars.values():
+            bar.close()
+
+
+def _kernel_manager(folder: str):
+    from jupyter_client.manager import AsyncKernelManager
+
+    # IPC sockets (local only, and no warning about unencrypted TCP on every run), in a folder of
+    # their own: with a relative prefix they would land in the chapter's folder
+    return AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(folder) / "kernel"))
+
+
+def _kill(km) -> None:
+    proc = getattr(getattr(km, "provisioner", None), "process", None)
+    if proc is not None and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (OSError, AttributeError):
+            proc.kill()
+
+
+def _resolve_device(device: str) -> str:
+    if device == "auto" or device.startswith("cuda"):
+        import torch
+
+        has = torch.cuda.is_available()
+        if device.startswith("cuda") and not has:
+            raise UserError(f"device = {device!r}: this torch has no CUDA device (use -p device cpu, or auto)")
+        if device == "auto":
+            return "cuda" if has else "cpu"
+    return device
+
+
+def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, inplace: bool = False,
+                quiet: bool = False, timeout: int | None = None, cache: bool = True, html: bool = False) -> Path:
+    """Execute the chapter ``src`` with the parameters ``values`` (``python -m mfattn run``).
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout (holds ``notebooks/`` and ``runs/``).
+    src : pathlib.Path
+        The chapter's MyST source.
+    values : dict
+        Parameters to set (checked by :func:`mfattn.companion.chapters.check_values` before anything runs).
+    out : str or None
+        Folder of the executed notebook; default ``runs/CHAPTER/YYYYmmdd-HHMMSS``.
+    inplace : bool
+        Replace the committed ``notebooks/CHAPTER.ipynb`` (no parameters allowed; no cache, so that
+        the committed outputs are a fresh computation, as nbval's); records the run time in its
+        metadata.
+    quiet : bool
+        No terminal progress.
+    timeout : int or None
+        Per-cell timeout in seconds.
+    cache : bool
+        Keep finished sweep points under ``runs/CHAPTER/cache/KEY`` (or ``cache_dir/KEY`` when the
+        parameter is given) and load them on a rerun.
+    html : bool
+        Also write ``CHAPTER.html`` of the executed notebook beside it (:func:`write_html`).
+
+    Returns
+    -------
+    pathlib.Path
+        The executed notebook.
+
+    Raises
+    ------
+    SystemExit
+        With status 2 and one line for a fault of the arguments; status 1 and one line for a
+        failing cell or an interruption (both name the partial notebook).
+
+    Examples
+    --------
+    >>> from mfattn.runner import run_chapter  # doctest: +SKIP
+    >>> run_chapter(root, root / "notebooks" / "05-stability.md", {"n_data": 32})  # doctest: +SKIP
+    """
+    import nbformat
+    import papermill as pm
+
+    from .chapters import check_values, size_ratio
+
+    if inplace and values:
+        raise UserError("--inplace writes the committed ci-profile notebook; it takes no -p/--profile")
+    try:
+        config = check_values(src, values)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    device = _resolve_device(config.get("device", "cpu"))
+    committed = (src.parent / f"{src.stem}.ipynb").resolve()
+    if inplace:
+        out_dir = src.parent
+    elif out:
+        out_dir = Path(out)
+    else:
+        out_dir = root / "runs" / src.stem / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    target = out_dir / f"{src.stem}.ipynb"
+    if target.resolve() == committed and not inplace:
+        raise UserError(f"{target} is the committed notebook; use --inplace to replace it")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    params = dict(values)
+    if cache and not inplace:
+        key = cache_key(src, dict(config, device=device))
+        base = Path(config["cache_dir"]) if config.get("cache_dir") else root / "runs" / src.stem / "cache"
+        folder = base / key
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(dict(config, device=device, cache_dir=None), indent=1))
+        params["cache_dir"] = str(folder.resolve())
+    elif inplace or not cache:
+        params.pop("cache_dir", None)
+
+    base_time = ci_seconds(committed)
+    if not quiet:
+        est = f"; its ci run took {_fmt_seconds(base_time)} when committed" if base_time else ""
+        print(f"mfattn: running {src.stem} (profile {config['profile']}, device {device}){est}", file=sys.stderr)
+        if "cache_dir" in params:
+            print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
+    if config["profile"] != "ci" and device == "cpu":
+        ratio, which = size_ratio(src, config["profile"])
+        guess = (f" at least {_fmt_seconds(base_time * ratio)} here (the ci run's {_fmt_seconds(base_time)} times "
+                 f"{ratio:g}, its largest size ratio: {which})" if base_time else "")
+        print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU; on this CPU expect{guess or ' hours'}",
+              file=sys.stderr)
+
+    if inplace:
+        # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
+        final, target = target, out_dir / f".{src.stem}.partial.ipynb"
+    import jupytext
+
+    nb = jupytext.read(src)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source_nb = out_dir / f".{src.stem}.source.ipynb"
+    nbformat.write(nb, source_nb)
+
+    # the kernel inherits this environment: progress goes to a side file (or nowhere), never into
+    # the notebook; tqdm bars of other libraries are silenced
+    env_before = {k: os.environ.get(k) for k in ("TQDM_DISABLE", "MFATTN_PROGRESS")}
+    os.environ["TQDM_DISABLE"] = "1"
+    progress_file, view = None, None
+    if not quiet:
+        progress_file = out_dir / f".{src.stem}.progress.jsonl"
+        progress_file.write_text("")
+        os.environ["MFATTN_PROGRESS"] = str(progress_file.resolve())
+        view = _ProgressView(progress_file)
+        view.start()
+    else:
+        os.environ.pop("MFATTN_PROGRESS", None)
+
+    import shutil
+    import tempfile
+
+    sockets = tempfile.mkdtemp(prefix="mfattn-kernel-")
+    km = _kernel_manager(sockets)
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        if not interrupted:
+            interrupted.append(True)
+            _kill(km)  # stop the computation now, not after the kernel's shutdown grace period
+            raise KeyboardInterrupt
+
+    old_handler = signal.signal(signal.SIGINT, on_sigint)
+    # the parameters were checked above (mfattn.chapters reads the cell with ast); papermill's own
+    # reader cannot parse some comments and would warn about parameters it missed
+    import logging
+    import warnings
+
+    logging.getLogger("papermill").setLevel(logging.ERROR)
+    code = code_state(src) if inplace else None  # the code the kernel loads, before the run
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pm.execute_notebook(str(source_nb), str(target), parameters=params, kernel_name="python3",
+                                cwd=str(src.parent), progress_bar=False, execution_timeout=timeout, km=km)
+    except pm.PapermillExecutionError as e:
+        first = next((ln for ln in (e.source or "").splitlines() if ln.strip() and not ln.startswith(("#", ":"))), "")
+        raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
+                         f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
+    except (KeyboardInterrupt, Exception) as e:
+        if interrupted or isinstance(e, KeyboardInterrupt):
+            _kill(km)
+            where = (f"; finished work is kept in {params['cache_dir']}, rerun the same command to resume"
+                     if "cache_dir" in params else "")
+            print(f"mfattn: interrupted; partial notebook: {target}{where}", file=sys.stderr)
+            raise SystemExit(130) from None  # the shell's status for Ctrl-C, so callers can tell it apart
+        raise SystemExit(f"mfattn: {src.stem} stopped: {type(e).__name__}: {e}; partial notebook: {target}") from None
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
+        _kill(km)
+        shutil.rmtree(sockets, ignore_errors=True)
+        source_nb.unlink(missing_ok=True)
+        if view is not None:
+            view.stop.set()
+            view.join(timeout=2)
+        if progress_file is not None:
+            progress_file.unlink(missing_ok=True)
+        for k, v in env_before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    seconds = time.perf_counter() - t0
+    executed = nbformat.read(target, as_version=4)
+    if inplace:
+        from .chapters import strip_papermill
+
+        strip_papermill(executed)
+        executed.metadata["mfattn"] = provenance(src, seconds, config["profile"], code)
+        nbformat.write(executed, final)
+        target.unlink()
+        target = final
+    print(f"executed {src.name} -> {target} in {_fmt_seconds(seconds)}")
+    if html:
+        page = write_html(target)
+        print(f"html: {page}")
+    return target
+
+
+def write_html(notebook) -> Path:
+    """An HTML page of an executed notebook, built by Jupyter Book with execution off (the notebook
+    is rendered as it is, outputs and glued figures included; nothing runs again). The page and
+    its assets go to ``NOTEBOOK-html/``; returns the page.
+
+    Parameters
+    ----------
+    notebook : str or pathlib.Path
+        An executed chapter notebook (e.g. ``runs/05-stability/.../05-stability.ipynb``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``NOTEBOOK-html/NAME.html``.
+
+    Raises
+    ------
+    SystemExit
+        With one line when the notebook is missing or the build fails.
+
+    Examples
+    --------
+    >>> from mfattn.runner import write_html  # doctest: +SKIP
+    >>> write_html("runs/05-stability/20261123-120000/05-stability.ipynb")  # doctest: +SKIP
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    notebook = Path(notebook).resolve()
+    if not notebook.is_file():
+        raise UserError(f"{notebook}: no such notebook")
+    import yaml
+
+    book = Path(__file__).resolve().parents[3]  # the checkout of this package: the book's own settings
+    dest = notebook.parent / f"{notebook.stem}-html"
+    with tempfile.TemporaryDirectory(prefix="mfattn-html-") as tmp:
+        tmp = Path(tmp)
+        shutil.copy(notebook, tmp / notebook.name)
+        cfg = yaml.safe_load((book / "_config.yml").read_text()) if (book / "_config.yml").is_file() else {}
+        cfg = {k: v for k, v in cfg.items() if k not in ("only_build_toc_files", "exclude_patterns")}
+        cfg.setdefault("title", notebook.stem)
+        cfg["execute"] = {"execute_notebooks": "off"}
+        cfg["bibtex_bibfiles"] = [str((book / b).resolve()) for b in cfg.get("bibtex_bibfiles", [])
+                                  if (book / b).is_file()]
+        sphinx = cfg.setdefault("sphinx", {})
+        sphinx["local_extensions"] = {k: str((book / v).resolve()) for k, v in (sphinx.get("local_extensions") or {}).items()
+                                      if (book / v).is_dir()}
+        (tmp / "_config.yml").write_text(yaml.safe_dump(cfg))
+        (tmp / "_toc.yml").write_text(f"format: jb-book\nroot: {notebook.stem}\n")
+        jb = Path(sys.executable).with_name("jupyter-book")
+        res = subprocess.run([str(jb), "build", str(tmp), "--path-output", str(tmp / "out")],
+                             capture_output=True, text=True)
+        built = tmp / "out" / "_build" / "html"
+        if res.returncode != 0 or not (built / f"{notebook.stem}.html").is_file():
+            tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise SystemExit(f"mfattn: the HTML build of {notebook} failed: {tail[0]}")
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(built, dest)
+    return dest / f"{notebook.stem}.html"
+
+
+def _verdicts(notebook: Path) -> list[dict]:
+    nb = json.loads(Path(notebook).read_text())
+    out = []
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            rec = o.get("metadata", {}).get("mfattn", {}).get("verdicts")
+            if rec is not None:
+                out += rec
+    return out
+
+
+def compare(run, root: Path | None = None) -> int:
+    """``python -m mfattn compare RUN``: each verdict of an executed run beside the committed
+    notebook's verdict of the same claim (measured value and status), flagging the changes.
+
+    Parameters
+    ----------
+    run : str or pathlib.Path
+        An executed chapter notebook, or the run folder that holds one.
+    root : pathlib.Path or None
+        The checkout; found from the current folder when omitted.
+
+    Returns
+    -------
+    int
+        The number of verdicts whose status differs from the committed one.
+
+    Raises
+    ------
+    SystemExit
+        With one line when ``run`` holds no chapter notebook.
+
+    Examples
+    --------
+    >>> from mfattn.runner import compare  # doctest: +SKIP
+    >>> compare("runs/05-stability/20261123-120000")  # doctest: +SKIP
+    """
+    from .chapters import repo_root
+
+    root = root or repo_root()
+    path = Path(run)
+    if path.is_dir():
+        found = sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
+        if len(found) != 1:
+            raise UserError(f"{path}: expected one executed chapter notebook, found {len(found)}")
+        path = found[0]
+    if not path.is_file():
+        raise UserError(f"{path}: no such notebook or run folder")
+    committed = root / "notebooks" / path.name
+    if not committed.is_file():
+        raise UserError(f"{path.name}: no committed notebook of that name under {root / 'notebooks'}")
+    mine, theirs = _verdicts(path), {v["claim"]: v for v in _verdicts(committed)}
+    if not mine:
+        raise UserError(f"{path}: holds no verdicts (did the run finish?)")
+    rows, changed = [], 0
+    for v in mine:
+        c = theirs.pop(v["claim"], None)
+        flag = "" if c is None or c["status"] == v["status"] else "  <- status changed"
+        changed += bool(flag)
+        rows.append((v["claim"][:70], c["measured"] if c else "-", c["status"] if c else "new", v["measured"],
+                     v["status"], flag))
+    rows += [(claim[:70], c["measured"], c["status"], "-", "absent", "") for claim, c in theirs.items()]
+    head = ("claim", "committed", "", "this run", "", "")
+    w = [max(len(str(r[i])) for r in rows + [head]) for i in range(5)]
+    print(f"{path.stem}: {path} against {committed.relative_to(root)}")
+    for r in [head] + rows:
+        print("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r[:5])) + r[5])
+    print(f"{changed} of {len(mine)} verdicts changed status")
+    return changed
+
+
+def list_chapters(root: Path) -> list[tuple[str, str, float | None]]:
+    """``python -m mfattn list``: each chapter's name, title and the measured run time of its
+    committed ``ci`` notebook (``None`` where the notebook records none).
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+
+    Returns
+    -------
+    list of (str, str, float or None)
+        ``(stem, title, seconds)`` per chapter, in order.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.runner import list_chapters
+    >>> rows = list_chapters(pathlib.Path(mfattn.__file__).resolve().parents[2])
+    >>> rows[0][0], rows[0][1].startswith("Preliminaries")
+    ('01-preliminaries', True)
+    """
+    from .chapters import title
+
+    out = []
+    for md in sorted((root / "notebooks").glob("*.md")):
+        out.append((md.stem, title(md), ci_seconds(md.with_suffix(".ipynb"))))
+    return out

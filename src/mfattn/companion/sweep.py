@@ -1,0 +1,201 @@
+"""Parameter sweeps and long computations that survive interruption (every chapter).
+
+Each grid point is a dict of JSON values; its result, a dict of JSON values, is written to
+``folder/<key>.json`` as soon as the point finishes (atomically: a temporary file, then a
+rename). Running the same sweep again loads the finished points and computes only the others,
+so an interrupted sweep resumes without recomputing or losing anything. :func:`memo` does the
+same for one call whose result holds tensors (a reference flow, a minimisation).
+
+The folder must stand for one configuration: ``python -m mfattn run`` passes each chapter a
+``cache_dir`` under ``runs/CHAPTER/cache/`` named by a hash of the chapter's whole effective
+configuration and of the code (``mfattn.runner.cache_key``), so a changed parameter or a
+changed function never returns a stale result. Notebooks executed otherwise (nbval, the book)
+leave ``cache_dir`` at ``None`` and compute everything in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from .._progress import progress_bar
+
+
+def point_key(point: dict) -> str:
+    """A stable file name for a grid point (hash of its canonical JSON).
+
+    Parameters
+    ----------
+    point : dict
+        A grid point with JSON-serialisable values; the order of its keys does not matter.
+
+    Returns
+    -------
+    str
+        The first 16 hexadecimal digits of the SHA-1 of ``json.dumps(point, sort_keys=True)``.
+
+    Examples
+    --------
+    >>> from mfattn.sweep import point_key
+    >>> point_key({"a": 1, "b": 2})
+    '1744f53e00fc23bd'
+    >>> point_key({"b": 2, "a": 1}) == point_key({"a": 1, "b": 2})
+    True
+    """
+    text = json.dumps(point, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: bool = True,
+              desc: str = "sweep points") -> list[dict]:
+    """Call ``fn(**point)`` for every point not already finished in ``folder``; return, in the
+    order of ``points``, one dict per point with the point's entries and the result's entries.
+
+    Parameters
+    ----------
+    fn : callable
+        Called as ``fn(**point)``; returns a dict of JSON-serialisable values.
+    points : list of dict
+        The grid points, each a dict of JSON-serialisable values (the keyword arguments of ``fn``).
+    folder : str or path
+        Folder of the results, one ``<point_key(point)>.json`` per finished point; created if missing.
+    progress : bool, default True
+        Show a progress bar over the points (in the terminal under ``python -m mfattn run``).
+    desc : str, default "sweep points"
+        The bar's label.
+
+    Returns
+    -------
+    list of dict
+        ``{**point, **result}`` for each point, in the order of ``points`` (an entry of the result
+        overrides an entry of the point with the same name).
+
+    Raises
+    ------
+    ValueError
+        Naming ``points`` when a point is not a JSON-serialisable dict, or ``fn`` when it returns
+        something other than a dict.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from mfattn.sweep import run_sweep
+    >>> calls = []
+    >>> def square(x):
+    ...     calls.append(x)
+    ...     return {"y": x * x}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     first = run_sweep(square, [{"x": 1}, {"x": 2}], folder, progress=False)
+    ...     again = run_sweep(square, [{"x": 2}, {"x": 3}], folder, progress=False)
+    >>> first
+    [{'x': 1, 'y': 1}, {'x': 2, 'y': 4}]
+    >>> again, calls  # x = 2 was loaded, not recomputed
+    ([{'x': 2, 'y': 4}, {'x': 3, 'y': 9}], [1, 2, 3])
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in points:
+        if not isinstance(p, dict):
+            raise ValueError(f"points: each point must be a dict, got {type(p).__name__}")
+        try:
+            json.dumps(p)
+        except TypeError as e:
+            raise ValueError(f"points: {p!r} is not JSON-serialisable ({e})") from None
+    out = []
+    for p in progress_bar(points, enabled=progress, desc=desc):
+        path = folder / f"{point_key(p)}.json"
+        if path.exists():
+            saved = json.loads(path.read_text())
+            result = saved["result"]
+        else:
+            result = fn(**p)
+            if not isinstance(result, dict):
+                raise ValueError(f"fn: must return a dict, got {type(result).__name__}")
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"point": p, "result": result}))
+            os.replace(tmp, path)
+        out.append({**p, **result})
+    return out
+
+
+def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", trusted: bool = False):
+    """``fn(**point)``, saved to ``folder/<name>-<point_key(point)>.pt`` when it finishes and loaded
+    from there on a later call with the same ``point`` instead of being recomputed.
+
+    For results that hold tensors (a reference flow, a minimiser): anything ``torch.save``
+    writes and ``torch.load(weights_only=True)`` reads back, i.e. tensors, numbers, strings,
+    ``None`` and lists, tuples and dicts of them. The file is written atomically (a temporary file,
+    then a rename), so an interruption never leaves a partial result behind.
+
+    Parameters
+    ----------
+    fn : callable
+        Called as ``fn(**point)``.
+    point : dict
+        Its keyword arguments, JSON-serialisable; with ``name`` they name the saved result.
+    folder : str or path
+        Folder of the saved results; created if missing.
+    name : str, default "memo"
+        A prefix of the file name, so that different functions with the same arguments do not
+        share a file.
+    trusted : bool, default False
+        Load with ``torch.load(weights_only=False)``: any picklable result (a solver's result
+        object, a dataclass). Unpickling runs code, so use it only for a folder this computation
+        wrote itself, as the chapters' caches under ``runs/`` are.
+
+    Returns
+    -------
+    object
+        What ``fn(**point)`` returned (on a later call: its saved copy).
+
+    Raises
+    ------
+    ValueError
+        Naming ``point`` when it is not a JSON-serialisable dict, or ``name`` when it is not a
+        plain word (letters, digits, ``-``, ``_``).
+
+    Examples
+    --------
+    >>> import tempfile, torch
+    >>> from mfattn.sweep import memo
+    >>> calls = []
+    >>> def flow(n):
+    ...     calls.append(n)
+    ...     return {"path": torch.arange(n, dtype=torch.float64)}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     a = memo(flow, {"n": 3}, folder, name="flow")
+    ...     b = memo(flow, {"n": 3}, folder, name="flow")
+    >>> b["path"].tolist(), calls  # the second call loaded the first one's result
+    ([0.0, 1.0, 2.0], [3])
+    >>> from types import SimpleNamespace
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     for _ in range(2):
+    ...         r = memo(lambda n: SimpleNamespace(n=n), {"n": 4}, folder, name="obj", trusted=True)
+    >>> r.n
+    4
+    """
+    import re
+
+    import torch
+
+    if not isinstance(point, dict):
+        raise ValueError(f"point: must be a dict, got {type(point).__name__}")
+    try:
+        json.dumps(point)
+    except TypeError as e:
+        raise ValueError(f"point: {point!r} is not JSON-serialisable ({e})") from None
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise ValueError(f"name: {name!r} is not a plain word (letters, digits, - and _)")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{point_key(point)}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=not trusted)["result"]
+    result = fn(**point)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"point": point, "result": result}, tmp)
+    os.replace(tmp, path)
+    return result

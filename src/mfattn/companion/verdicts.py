@@ -1,0 +1,765 @@
+"""Verdicts: what a chapter measured, what the paper predicts, the tolerance, and the decision.
+
+The science a chapter reports ends in verdicts. :func:`check_close`, :func:`check_at_most`,
+:func:`check_within`, :func:`check_fit` and :func:`check_fit_at_most` each build a :class:`Verdict`
+from a measurement and the paper's prediction with one decision rule (:func:`decide`), and, where
+the verdict names one, a counterfactual (:func:`perturbed`, :func:`shifted`) that the same rule must
+reject for the verdict to count as evidence (:attr:`Verdict.evidence`). :func:`fmt` prints numbers to
+the precision a run determines. Rendering the verdicts for a page is :mod:`mfattn.companion.render`'s work;
+chapters import both through :mod:`mfattn.companion.book`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["EVIDENCE", "KINDS", "RULES", "Counterfactual", "Verdict", "all_passed", "check_at_most", "check_close",
+           "check_fit", "check_fit_at_most", "check_within", "decide", "fmt", "perturbed", "shifted", "summary"]
+
+def fmt(x: float, sig: int = 3, floor: float = 0.0) -> str:
+    """``x`` printed to the precision a run determines, the same on every machine.
+
+    ``sig`` significant digits in scientific notation (the nbval sanitiser compares two of the
+    default three); ``sig=0`` prints only the nearest power of ten, ``~1e-06``, for a figure whose
+    digits depend on floating-point rounding (the floor of a local solve, a chaotic search) while
+    its size does not. A value with ``|x| < floor`` prints as ``<FLOOR`` (``>-FLOOR`` when negative):
+    rounding-level figures (float64 identities, a norm at 1e-16 on one CPU and 0 on another) and the
+    floors of local solves then print alike everywhere.
+
+    Parameters
+    ----------
+    x : float
+        The value.
+    sig : int
+        Significant digits, ``>= 0``.
+    floor : float
+        Values of smaller magnitude print as ``<FLOOR`` (finite, ``>= 0``; 0 for none).
+
+    Returns
+    -------
+    str
+        The printed value (``str(x)`` for ``nan`` and infinities).
+
+    Examples
+    --------
+    >>> from mfattn.book import fmt
+    >>> fmt(0.000123456), fmt(-2.0, sig=2)
+    ('1.23e-04', '-2.0e+00')
+    >>> fmt(123456.0, sig=0), fmt(3e-17, floor=1e-12), fmt(-3e-17, floor=1e-12)
+    ('~1e+05', '<1e-12', '>-1e-12')
+    """
+    if not isinstance(sig, int) or sig < 0:
+        raise ValueError(f"sig: expected a non-negative integer, got {sig!r}")
+    if not math.isfinite(floor) or floor < 0:
+        raise ValueError(f"floor: expected a finite non-negative number, got {floor!r}")
+    if not math.isfinite(x):
+        return str(x)
+    if abs(x) < floor:
+        return f">-{floor:.0e}" if x < 0 else f"<{floor:.0e}"
+    if sig == 0:
+        if x == 0:
+            return "0"
+        return f"{'-' if x < 0 else ''}~1e{round(math.log10(abs(x))):+03d}"
+    return f"{x:.{sig - 1}e}"
+
+
+KINDS = {
+    "claim": "a statement of arXiv 2606.10469 (or of a companion text), tested where it could fail",
+    "derived": "a result this book derives in the chapter, tested where it could fail",
+    "hypothesis": "whether an assumption of the paper holds in this model (PASS: it holds)",
+    "check": "an identity or consistency check that holds by construction: useful, not evidence",
+    "external": "agreement with an independent implementation by other authors (their public code): evidence "
+                "that the engine computes what they computed, not about the paper",
+}
+EVIDENCE = ("claim", "derived")  # the kinds that can count as evidence about the paper (see Verdict.evidence)
+
+RULES = ("close", "at_most", "within", "fit", "fit_at_most")
+
+
+def decide(decision: dict, prediction) -> bool:
+    """The decision rule of a verdict applied to a prediction: the one place where PASS is decided.
+
+    Every ``check_*`` function decides its prediction with it, and its counterfactual (a wrong
+    prediction the same measurement must reject) the same way; the stored ``decision`` of a
+    committed verdict lets the tests decide both again without re-running anything.
+
+    Parameters
+    ----------
+    decision : dict
+        ``{"rule": one of RULES, ...}`` with the measured numbers the rule needs: ``close``:
+        ``value, tol``; ``at_most``: ``value, tol``; ``within``: ``value, a, b, lo_open, hi_open``
+        (``[a, b]`` the measurement's interval, ``a = b = value`` for a point); ``fit``: ``lo, hi``
+        (the interval of a fitted rate); ``fit_at_most``: ``lo``. A stored decision also holds
+        its verdict's ``prediction``.
+    prediction : float or tuple of float
+        ``close``: the predicted value; ``at_most`` and ``fit_at_most``: the upper bound;
+        ``within``: the range ``(lo, hi)``; ``fit``: the predicted rate.
+
+    Returns
+    -------
+    bool
+        PASS.
+
+    Raises
+    ------
+    ValueError
+        If the rule is unknown.
+
+    Examples
+    --------
+    >>> from mfattn.book import decide
+    >>> d = {"rule": "fit", "lo": -0.58, "hi": -0.43}
+    >>> decide(d, -0.5), decide(d, -0.25)
+    (True, False)
+    >>> decide({"rule": "at_most", "value": 0.02, "tol": 0.0}, 0.05)
+    True
+    """
+    rule = decision.get("rule")
+    fin = lambda *xs: all(math.isfinite(x) for x in xs)  # noqa: E731
+    # a stored decision holds non-finite numbers as strings ("inf", "-inf", "nan"): float() reads them
+    decision = {k: (float(v) if isinstance(v, str) and k != "rule" else v) for k, v in decision.items()}
+    prediction = tuple(float(p) for p in prediction) if isinstance(prediction, (tuple, list)) else float(prediction)
+    if rule == "close":
+        v, tol = decision["value"], decision["tol"]
+        return fin(v) and abs(v - prediction) <= tol
+    if rule == "at_most":
+        v, tol = decision["value"], decision["tol"]
+        return fin(v) and v <= prediction + tol
+    if rule == "within":
+        lo, hi = prediction
+        v, a, b = decision["value"], decision["a"], decision["b"]
+        return (fin(v, a, b) and (lo < a if decision["lo_open"] else lo <= a)
+                and (b < hi if decision["hi_open"] else b <= hi))
+    if rule == "fit":
+        return decision["lo"] <= prediction <= decision["hi"]
+    if rule == "fit_at_most":
+        return fin(decision["lo"]) and decision["lo"] <= prediction
+    raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
+
+
+def perturbed(measured, why: str, *, interval=None, sig: int = 3, floor: float = 0.0) -> dict:
+    """A counterfactual that changes the model, not the prediction: the same measurement taken where
+    the theory's hypothesis is broken (a perturbed model, the wrong time variable, the hypothesis's
+    quantity removed) must fail the verdict's own prediction and tolerance.
+
+    Parameters
+    ----------
+    measured : float or LogLogFit or OrderFit
+        What the measurement gives in the perturbed setting: a value, or a fitted rate for
+        :func:`check_fit` and :func:`check_fit_at_most`.
+    why : str
+        What was perturbed.
+    interval : tuple of float or None
+        For :func:`check_within` with an interval: the perturbed measurement's interval.
+    sig, floor : int, float
+        How the perturbed value is printed (see :func:`fmt`): the digits and the rounding floor that
+        its run determines.
+
+    Returns
+    -------
+    dict
+        The counterfactual, to pass as ``counterfactual=`` to a ``check_*`` function.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most, perturbed
+    >>> v = check_at_most("gap at equal rescaled time / tolerance", 0.3, 1.0, kind="claim",
+    ...                   counterfactual=perturbed(40.0, "compared at equal physical time"))
+    >>> v.counterfactual.status, v.counterfactual.predicted, v.evidence
+    ('FAIL', 'measured 4.00e+01', True)
+    """
+    return {"perturbed": measured, "why": why, "interval": interval, "sig": sig, "floor": floor}
+
+
+def shifted(fit, rate: float, why: str) -> dict:
+    """The counterfactual of a one-sided test of a fitted rate (:func:`check_fit_at_most`): the same
+    measurement, with the same interval, had the true rate been ``rate`` (the interval moved to it).
+    It must fail: the interval must be narrow enough to lie wholly above the bound were the rate
+    ``rate``, or the test could not have failed, and it is a check.
+
+    Parameters
+    ----------
+    fit : LogLogFit or OrderFit
+        The measured fit.
+    rate : float
+        The counterfactual rate, e.g. an exponent slower than the bound's.
+    why : str
+        Which wrong theory it stands for.
+
+    Returns
+    -------
+    dict
+        A :func:`perturbed` counterfactual.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit_at_most, shifted
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> v = check_fit_at_most("decay", fit, -0.5, kind="claim", counterfactual=shifted(fit, -0.25, "N^-1/4"))
+    >>> v.counterfactual.status, v.evidence
+    ('FAIL', True)
+    >>> wide = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.9, slope_hi=-0.14, level=0.95, n=8)
+    >>> check_fit_at_most("decay", wide, -0.5, kind="claim", counterfactual=shifted(wide, -0.25, "N^-1/4")).evidence
+    False
+    """
+    value, lo, hi = _rate(fit)
+    d = rate - value
+    if hasattr(fit, "slope"):
+        moved = fit._replace(slope=value + d, slope_lo=lo + d, slope_hi=hi + d)
+    else:
+        moved = fit._replace(order=value + d, order_lo=lo + d, order_hi=hi + d)
+    return perturbed(moved, f"{why} (the same interval about {rate:+.3f})")
+
+
+def _perturb(decision: dict, cf: dict) -> dict:
+    """The verdict's decision with the perturbed measurement in place of the measured numbers."""
+    m, d = cf["perturbed"], dict(decision)
+    if d["rule"] in ("fit", "fit_at_most"):
+        value, lo, hi = _rate(m)
+        d.update(value=value, lo=lo, hi=hi) if d["rule"] == "fit" else d.update(value=value, lo=lo)
+    elif d["rule"] == "within":
+        a, b = (m, m) if cf.get("interval") is None else cf["interval"]
+        d.update(value=float(m), a=float(a), b=float(b))
+    else:
+        d.update(value=float(m))
+    return d
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """A wrong prediction that the verdict's measurement must reject for the verdict to be evidence:
+    an exponent off by the margin the tolerance claims to resolve, a bound without its constant's
+    growth, the value a perturbed model would give.
+
+    Attributes
+    ----------
+    prediction : float or tuple of float
+        The wrong prediction, in the form of the verdict's own prediction (see :func:`decide`); for
+        a :func:`perturbed` counterfactual, the verdict's own prediction.
+    predicted : str
+        It, printed as the verdict prints its prediction; for a :func:`perturbed` one, the
+        perturbed measurement.
+    why : str
+        Which wrong theory it stands for.
+    passed : bool
+        Whether the verdict's decision rule accepts it (then the measurement cannot tell the theory
+        from the wrong one).
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> v = check_fit("error vs N", fit, -0.5, kind="claim", counterfactual=(-0.25, "an N^-1/4 rate"))
+    >>> v.counterfactual.passed, v.evidence
+    (False, True)
+    """
+
+    prediction: object
+    predicted: str
+    why: str
+    passed: bool
+    decision: dict | None = None  # the perturbed measurement's numbers (perturbed), else None
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One verdict of a chapter: what was measured, what the paper (or the chapter) predicts, the
+    tolerance and where it comes from, PASS or FAIL, and what kind of evidence it is (:data:`KINDS`).
+
+    ``ref`` names the results it bears on, as the evidence map (:mod:`mfattn.companion.evidence`) lists them:
+    ``"Thm 4.3"``, ``"Prop. 3.4"``, ``"Remark 6.7"``, ``"(15)"``, ``"Thm 6.6.2"`` (item 2), or a
+    companion text's result as ``"alvarezlopez2026perceptrons Thm 3.5"``.
+
+    Chapters build verdicts with :func:`check_close`, :func:`check_at_most`, :func:`check_within`,
+    :func:`check_fit` and :func:`check_fit_at_most`, and show them with :func:`~mfattn.companion.render.report`.
+
+    Attributes
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value.
+    predicted : str
+        The prediction, as text (a value, a bound, an interval).
+    tolerance : str
+        The tolerance and where it comes from.
+    passed : bool
+        The decision.
+    kind : str
+        One of :data:`KINDS`; required (``ValueError`` otherwise).
+    ref : tuple of str
+        The results it bears on (a single string is accepted and wrapped in a tuple).
+    sig : int
+        Significant digits of ``measured`` that the run determines (see :func:`fmt`).
+    floor : float
+        Measured values of smaller magnitude are rounding and print as ``<floor``.
+    status : str
+        ``"PASS"`` or ``"FAIL"`` (a property).
+
+    Examples
+    --------
+    >>> from mfattn.book import Verdict
+    >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
+    >>> v.status, v.ref
+    ('PASS', ('Thm 4.1',))
+    """
+
+    claim: str  # what is checked, in words
+    measured: float
+    predicted: str  # the prediction, as text (a value, a bound, an interval)
+    tolerance: str  # the tolerance and where it comes from
+    passed: bool
+    kind: str = ""  # one of KINDS
+    ref: tuple = ()  # the results it bears on
+    sig: int = 3  # significant digits of the measured value the run determines (see fmt)
+    floor: float = 0.0  # measured values below this in size are rounding and print as <floor
+    decision: dict | None = None  # the rule and measured numbers that decided it (see decide)
+    counterfactual: Counterfactual | None = None  # a wrong prediction the measurement must reject
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: every verdict needs a kind, one of {sorted(KINDS)}; got {self.kind!r}")
+        ref = (self.ref,) if isinstance(self.ref, str) else tuple(self.ref)
+        if not all(isinstance(r, str) and r for r in ref):
+            raise ValueError(f"ref: expected result names such as 'Thm 4.3', got {self.ref!r}")
+        object.__setattr__(self, "ref", ref)
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+    @property
+    def evidence(self) -> bool:
+        """Whether the verdict counts as evidence about the paper: a claim or derived result that
+        names a counterfactual, where the measurement does not accept both the prediction and the
+        counterfactual. A claim without one, or whose counterfactual passes beside it, is a check."""
+        return (self.kind in EVIDENCE and self.counterfactual is not None
+                and not (self.passed and self.counterfactual.passed))
+
+    @property
+    def counted_as(self) -> str:
+        """The group the chapter's count puts it in: ``"evidence"``, ``"hypothesis"``, ``"external"`` or
+        ``"check"``."""
+        if self.evidence:
+            return "evidence"
+        return self.kind if self.kind in ("hypothesis", "external") else "check"
+
+    def _kind_text(self) -> str:
+        if self.kind in EVIDENCE and not self.evidence:
+            why = "no counterfactual named" if self.counterfactual is None else "its counterfactual passes too"
+            return f"{self.kind}, counted as a check: {why}"
+        return self.kind
+
+    def _cf_text(self) -> str:
+        c = self.counterfactual
+        return "" if c is None else f"counterfactual {c.predicted} ({c.why}): {c.status}"
+
+    def line(self) -> str:
+        """The verdict as two lines of plain text, as :func:`~mfattn.companion.render.report` prints it outside a notebook.
+
+        Returns
+        -------
+        str
+            Status, kind, results and claim on the first line; measured value (through :func:`fmt`),
+            prediction and tolerance on the second; the counterfactual and its outcome on a third,
+            when there is one. A claim or derived result that is not :attr:`evidence` says why.
+
+        Examples
+        --------
+        >>> from mfattn.book import Verdict, check_close
+        >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
+        >>> print(v.line())
+        [PASS] (claim, counted as a check: no counterfactual named; Thm 4.1) slope of the error
+               measured -5.10e-01 | predicted -0.500 | tolerance +-0.05
+        >>> v = check_close("slope of the error", -0.51, -0.5, 0.05, kind="claim", ref="Thm 4.1",
+        ...                 counterfactual=(-0.25, "an N^-1/4 rate"))
+        >>> print(v.line())
+        [PASS] (claim; Thm 4.1) slope of the error
+               measured -5.10e-01 | predicted -5.00e-01 | tolerance +-5.00e-02
+               counterfactual -2.50e-01 (an N^-1/4 rate): FAIL
+        """
+        refs = f"; {', '.join(self.ref)}" if self.ref else ""
+        cf = f"\n       {self._cf_text()}" if self.counterfactual is not None else ""
+        return (
+            f"[{self.status}] ({self._kind_text()}{refs}) {self.claim}\n"
+            f"       measured {fmt(self.measured, self.sig, self.floor)} | predicted {self.predicted} | "
+            f"tolerance {self.tolerance}{cf}"
+        )
+
+    def record(self) -> dict:
+        """The machine-readable form that :func:`~mfattn.companion.render.report` stores with the executed notebook.
+
+        Returns
+        -------
+        dict
+            ``kind``, ``ref`` (a list), ``claim``, ``measured`` (printed by :func:`fmt`),
+            ``predicted``, ``tolerance`` and ``status``, all JSON values.
+
+        Examples
+        --------
+        >>> from mfattn.book import Verdict
+        >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
+        >>> v.record()
+        {'kind': 'claim', 'ref': ['Thm 4.1'], 'claim': 'slope of the error', 'measured': '-5.10e-01',
+         'predicted': '-0.500', 'tolerance': '+-0.05', 'status': 'PASS'}
+        """
+        rec = dict(kind=self.kind, ref=list(self.ref), claim=self.claim,
+                   measured=fmt(self.measured, self.sig, self.floor), predicted=self.predicted,
+                   tolerance=self.tolerance, status=self.status)
+        if self.decision is not None:  # what the tests and the replication read (not printed)
+            c = self.counterfactual
+            rec.update(evidence=self.evidence, value=_num(self.measured), decision=dict(self.decision),
+                       counterfactual=None if c is None else dict(
+                           prediction=_num(c.prediction), predicted=c.predicted, why=c.why, status=c.status,
+                           **({} if c.decision is None else {"decision": dict(c.decision)})))
+        return rec
+
+
+def _num(x):
+    """A float, or a list of floats, as JSON holds it (non-finite values as strings)."""
+    if isinstance(x, (tuple, list)):
+        return [_num(y) for y in x]
+    x = float(x)
+    return x if math.isfinite(x) else str(x)
+
+
+def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, ref, sig=3, floor=0.0,
+             counterfactual=None, show=None) -> Verdict:
+    """A verdict decided by :func:`decide`, with its counterfactual ``(prediction, why)`` decided the
+    same way (``show`` prints a prediction as the verdict prints its own)."""
+    decision = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                for k, v in decision.items()}
+    decision["prediction"] = _num(prediction)  # kept, so that a stored decision can be taken again
+    cf = None
+    if isinstance(counterfactual, dict) and "perturbed" in counterfactual:
+        d = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+             for k, v in _perturb(decision, counterfactual).items()}
+        shown = fmt(d["value"], counterfactual.get("sig", 3), counterfactual.get("floor", 0.0))
+        cf = Counterfactual(prediction, f"measured {shown}", counterfactual["why"], bool(decide(d, prediction)), d)
+    elif counterfactual is not None:
+        if not (isinstance(counterfactual, tuple) and len(counterfactual) == 2 and isinstance(counterfactual[1], str)):
+            raise ValueError(f"counterfactual: expected (prediction, why) or perturbed(...), got {counterfactual!r}")
+        p, why = counterfactual
+        cf = Counterfactual(p, show(p), why, bool(decide(decision, p)))
+    return Verdict(claim, measured, predicted, tolerance, bool(decide(decision, prediction)), kind or "", ref, sig,
+                   floor, decision, cf)
+
+
+def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "", *, kind: str = None,
+                ref=(), sig: int = 3, floor: float = 0.0, counterfactual=None) -> Verdict:
+    """PASS when ``|measured - predicted| <= tol``. ``kind`` (required) and ``ref``: see
+    :class:`Verdict`. ``sig`` and ``floor`` say how precisely the run determines ``measured`` (see
+    :func:`fmt`); they change the printout, never the decision.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value (a non-finite value fails).
+    predicted : float
+        The predicted value.
+    tol : float
+        The tolerance.
+    why : str
+        Where the tolerance comes from, appended to it in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    sig : int
+        Significant digits of ``measured`` in the printout (see :func:`fmt`).
+    floor : float
+        Measured values of smaller magnitude print as ``<floor``.
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
+
+    Returns
+    -------
+    Verdict
+        The verdict, with ``predicted`` and ``tolerance`` printed by :func:`fmt`.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_close
+    >>> v = check_close("risk at the teacher", 0.6931, 0.6932, 1e-3, "float64 rounding", kind="check")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, '6.93e-01', '+-1.00e-03 (float64 rounding)')
+    """
+    return _verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""),
+                    dict(rule="close", value=measured, tol=tol), predicted, kind, ref, sig, floor, counterfactual, fmt)
+
+
+def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, why: str = "", *, kind: str = None,
+                  ref=(), sig: int = 3, floor: float = 0.0, counterfactual=None) -> Verdict:
+    """PASS when ``measured <= bound + tol`` (keywords: as for :func:`check_close`).
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value (a non-finite value fails).
+    bound : float
+        The upper bound.
+    tol : float
+        The tolerance added to the bound.
+    why : str
+        Where the tolerance comes from, appended to it in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    sig : int
+        Significant digits of ``measured`` in the printout (see :func:`fmt`).
+    floor : float
+        Measured values of smaller magnitude print as ``<floor``.
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
+
+    Returns
+    -------
+    Verdict
+        The verdict.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most
+    >>> v = check_at_most("logit error", 0.02, 0.05, kind="claim", ref="(15)")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, '<= 5.00e-02', '+0.00e+00')
+    """
+    return _verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""),
+                    dict(rule="at_most", value=measured, tol=tol), bound, kind, ref, sig, floor, counterfactual,
+                    lambda b: f"<= {fmt(b)}")
+
+
+def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=None, hi_open: bool = False,
+                 lo_open: bool = False, why: str = "", kind: str = None, ref=(), sig: int = 3,
+                 counterfactual=None) -> Verdict:
+    """PASS when ``lo <= measured <= hi`` (``lo <``, ``< hi`` with ``lo_open``, ``hi_open``); with
+    ``interval = (a, b)``, a confidence interval of the measurement, the whole interval must lie in
+    the range.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    measured : float
+        The measured value (a non-finite value fails).
+    lo, hi : float
+        The ends of the range.
+    interval : tuple of float or None
+        ``(a, b)``, a confidence interval of ``measured``; ``None`` to test the value itself.
+    hi_open, lo_open : bool
+        Whether the range excludes ``hi``, resp. ``lo``.
+    why : str
+        Where the tolerance comes from, appended to it in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    sig : int
+        Significant digits of ``measured`` and of the interval in the printout (see :func:`fmt`).
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
+
+    Returns
+    -------
+    Verdict
+        The verdict; its tolerance names the interval, or ``point value``.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_within
+    >>> v = check_within("fraction of heads", 0.4, 0.0, 1.0, kind="hypothesis")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, 'in [0.00e+00, 1.00e+00]', 'point value')
+    >>> check_within("rate", 0.95, 0.0, 1.0, interval=(0.9, 1.3), kind="claim").passed
+    False
+    """
+    a, b = (measured, measured) if interval is None else interval
+    rng = lambda r: f"in {'(' if lo_open else '['}{fmt(r[0])}, {fmt(r[1])}{')' if hi_open else ']'}"  # noqa: E731
+    tol = "point value" if interval is None else f"interval [{fmt(a, sig)}, {fmt(b, sig)}]"
+    return _verdict(claim, measured, rng((lo, hi)), tol + (f" ({why})" if why else ""),
+                    dict(rule="within", value=measured, a=a, b=b, lo_open=lo_open, hi_open=hi_open), (lo, hi), kind,
+                    ref, sig, 0.0, counterfactual, rng)
+
+
+def _rate(fit) -> tuple[float, float, float]:
+    """(rate, lower, upper): the slope of a LogLogFit or the order of an OrderFit, with its interval."""
+    if hasattr(fit, "slope"):
+        return fit.slope, fit.slope_lo, fit.slope_hi
+    return fit.order, fit.order_lo, fit.order_hi
+
+
+def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = None, ref=(),
+              counterfactual=None) -> Verdict:
+    """PASS when the interval of a fitted rate contains ``predicted``: the slope of a
+    :class:`~mfattn.analysis.fitting.LogLogFit` or the order of an :class:`~mfattn.analysis.fitting.OrderFit`.
+    The measured value printed is the fitted rate itself, the interval goes in the tolerance.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    fit : LogLogFit or OrderFit
+        The fit, with its confidence interval.
+    predicted : float
+        The predicted rate.
+    why : str
+        Appended to the tolerance in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
+
+    Returns
+    -------
+    Verdict
+        The verdict.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> v = check_fit("error vs N", fit, -0.5, kind="claim", ref="Thm 4.1")
+    >>> v.passed, v.predicted, v.tolerance
+    (True, '-0.500', '95% CI [-0.600, -0.440]')
+    """
+    value, lo, hi = _rate(fit)
+    tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]" + (f" ({why})" if why else "")
+    return _verdict(claim, value, f"{predicted:+.3f}", tol, dict(rule="fit", value=value, lo=lo, hi=hi), predicted,
+                    kind, ref, counterfactual=counterfactual, show=lambda p: f"{p:+.3f}")
+
+
+def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str = None, ref=(),
+                      counterfactual=None) -> Verdict:
+    """One-sided test of a fitted rate against an upper *bound* of the paper: PASS unless the whole
+    interval lies above ``bound``, i.e. unless the data show a decay significantly slower than the
+    bound allows (a bound allows any faster decay). The measured value printed is the fitted rate.
+
+    Parameters
+    ----------
+    claim : str
+        What is checked, in words.
+    fit : LogLogFit or OrderFit
+        The fit, with its confidence interval.
+    bound : float
+        The upper bound on the rate.
+    why : str
+        Appended to the tolerance in parentheses.
+    kind : str
+        One of :data:`KINDS` (required).
+    ref : str or tuple of str
+        The results the verdict bears on (see :class:`Verdict`).
+    counterfactual : tuple or dict or None
+        ``(prediction, why)``: a wrong prediction, of the same form as the verdict's own, that the
+        measurement must reject for a claim or derived result to count as evidence
+        (:attr:`Verdict.evidence`); or :func:`perturbed`: the measurement in a perturbed setting,
+        which the verdict's own prediction must reject. Decided by the same rule (:func:`decide`).
+
+    Returns
+    -------
+    Verdict
+        The verdict.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_fit_at_most
+    >>> from mfattn.fitting import LogLogFit
+    >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
+    >>> check_fit_at_most("decay of the error", fit, -0.5, kind="claim").passed  # lower end below
+    True
+    >>> check_fit_at_most("decay of the error", fit, -0.7, kind="claim").passed  # whole CI above
+    False
+    """
+    value, lo, hi = _rate(fit)
+    tol = (f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]; PASS unless the whole CI lies above the bound"
+           + (f" ({why})" if why else ""))
+    return _verdict(claim, value, f"<= {bound:+.3f}", tol, dict(rule="fit_at_most", value=value, lo=lo), bound,
+                    kind, ref, counterfactual=counterfactual, show=lambda b: f"<= {b:+.3f}")
+
+
+def summary(verdicts) -> str:
+    """The closing count of a chapter: evidence (claims and derived results that name a
+    counterfactual their measurement rejects, :attr:`Verdict.evidence`) apart from hypotheses and
+    checks.
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The chapter's verdicts.
+
+    Returns
+    -------
+    str
+        One line: the number of verdicts and the PASS and FAIL counts of each group.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most, check_close, summary
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(2.0, "twice the value")),
+    ...       check_at_most("b", 2.0, 1.0, kind="check"), check_close("c", 1.0, 1.0, 0.1, kind="claim")]
+    >>> print(summary(vs))
+    verdicts: 3. Evidence (claims and derived results whose counterfactual fails): 1 PASS, 0 FAIL.
+    Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or no counterfactual fails):
+    1 PASS, 1 FAIL.
+    """
+    verdicts = list(verdicts)
+
+    def count(group):
+        vs = [v for v in verdicts if v.counted_as == group]
+        n_fail = sum(not v.passed for v in vs)
+        return f"{len(vs) - n_fail} PASS, {n_fail} FAIL"
+
+    external = (f" External (agreement with other authors' code): {count('external')}."
+                if any(v.kind == "external" for v in verdicts) else "")
+    return (f"verdicts: {len(verdicts)}. Evidence (claims and derived results whose counterfactual fails): "
+            f"{count('evidence')}. Hypotheses (PASS: it holds): {count('hypothesis')}. Checks (by construction, "
+            f"or no counterfactual fails): {count('check')}.{external}")
+
+
+def all_passed(verdicts) -> bool:
+    """Whether every verdict passed (hypotheses and checks included).
+
+    Parameters
+    ----------
+    verdicts : iterable of Verdict
+        The verdicts.
+
+    Returns
+    -------
+    bool
+        ``True`` when none failed (also for no verdicts).
+
+    Examples
+    --------
+    >>> from mfattn.book import all_passed, check_at_most, check_close
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
+    >>> all_passed(vs), all_passed(vs[:1])
+    (False, True)
+    """
+    return all(v.passed for v in verdicts)

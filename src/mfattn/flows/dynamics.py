@@ -1,0 +1,430 @@
+"""Training dynamics: finite-head SGD (19) and the limiting PDE (20) by its characteristics (21).
+
+Used by chapter 02 (propagation of chaos, Theorem 5.2) and the long-time and stability chapters.
+
+* :func:`sgd` runs (19) exactly, ``omega^{k+1} = omega^k + 2 eps zeta(k eps) G_i`` with ``G_i`` of
+  (17) on a fresh uniformly drawn minibatch of sequences per step (one sequence is the theorem),
+  or full-batch gradient descent (``batch_size=None``), where the martingale term vanishes.
+* :func:`reference_flow` integrates the characteristics (21) of a reference population of
+  particles with the classical Runge-Kutta scheme. A particle's drift depends on the measure
+  only through the pulled-back residual ``G(t) = (softmax z^{rho_t} - Y) W_out^T``, an
+  ``(n, L, d_x)`` tensor; the flow stores it at every Runge-Kutta stage, so that
+  :meth:`~mfattn.flows.integrate.Run.characteristics` moves any other points (the *tagged* characteristics
+  started from an SGD run's own initial heads) with exactly the same scheme afterwards, at the
+  cost of their own gradients only.
+
+Both are :func:`mfattn.flows.integrate.integrate` with a named stepper (``sgd``/``gd`` and ``rk4``); they
+record what a chapter needs at the recording times ``t = j * record_every`` only, so memory does not
+grow with the number of steps. The learning-rate profiles (:class:`Constant`, :class:`Decaying`) live
+in :mod:`mfattn.flows.integrate` and are importable from here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._checks import check_generator, check_positive
+from .integrate import (Constant, Decaying, Run, _check_start, _grid, as_profile, integrate,  # noqa: F401
+                        rescaled_time)
+from ..models.particles import ParticleModel
+
+__all__ = [
+    "Constant",
+    "Decaying",
+    "as_profile",
+    "rescaled_time",
+    "Trajectory",
+    "sgd",
+    "ReferenceFlow",
+    "reference_flow",
+    "err_bound",
+    "chaos_errors",
+    "uniform_ball",
+]
+
+
+# ------------------------------------------- SGD (19) and the reference flow (21): the integrator
+#: What :func:`sgd` returns: the integrator's :class:`~mfattn.flows.integrate.Run`.
+Trajectory = Run
+#: What :func:`reference_flow` returns: the integrator's :class:`~mfattn.flows.integrate.Run` (``population``
+#: is its ``heads``).
+ReferenceFlow = Run
+
+
+def sgd(
+    model: ParticleModel,
+    data,
+    heads0: torch.Tensor,
+    *,
+    eps: float,
+    T: float,
+    record_every: float,
+    generator: torch.Generator,
+    zeta=1.0,
+    batch_size: int | None = 1,
+    weights: torch.Tensor | None = None,
+    keep: int | None = None,
+    dissipation: bool = False,
+    statistics: dict | None = None,
+    progress: bool = True,
+) -> Run:
+    r"""Finite-head SGD, eq. (19): :math:`\omega_i^{k+1} = \omega_i^k + 2\varepsilon\zeta(k\varepsilon)G_i`.
+
+    ``G_i`` is the stochastic gradient (17) on ``batch_size`` sequences drawn uniformly with
+    replacement from ``data`` with ``generator`` at every step (``batch_size=1`` is the theorem;
+    ``None`` uses the whole dataset, i.e. full-batch gradient descent with the exact drift).
+    Runs ``T / eps`` steps and records at ``t = j * record_every``, ``j = 0..T/record_every``:
+    the risk, the first ``keep`` heads, the dissipation (38) on the full dataset when
+    ``dissipation``, and ``statistics``, a dict of functions ``heads (N, d_omega) -> float``.
+
+    This is :func:`mfattn.flows.integrate.integrate` with the ``sgd`` stepper (``gd`` for
+    ``batch_size=None``), under the paper's names.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        The model, e.g. a :class:`~mfattn.models.model.HeadModel`.
+    data : dataset object
+        The model's dataset (:class:`mfattn.Dataset` for heads), in the model's dtype and device.
+    heads0 : Tensor (N, d_omega)
+        Initial heads :math:`\omega^0`, model's dtype and device.
+    eps : float
+        Step size :math:`\varepsilon`; ``record_every`` must be a whole number of steps.
+    T : float
+        Final time (``T / eps`` steps); a whole number of ``record_every``.
+    record_every : float
+        Time between two recordings.
+    generator : torch.Generator
+        Draws the minibatches (on the CPU).
+    zeta : float, profile or callable, default 1.0
+        Learning-rate profile :math:`\zeta`, anything :func:`~mfattn.flows.integrate.as_profile` accepts.
+    batch_size : int or None, default 1
+        Sequences per step, drawn with replacement; ``None`` for full-batch gradient descent.
+    weights : Tensor (N,) or None
+        Fixed weights of the heads, on the simplex; uniform when ``None``.
+    keep : int or None
+        Number of heads recorded (the first ones); all when ``None``.
+    dissipation : bool, default False
+        Also record the dissipation (38).
+    statistics : dict of str to callable, optional
+        Functions of all the heads ``(N, d_omega) -> float``, recorded under their names.
+    progress : bool, default True
+        Show a progress bar over the steps.
+
+    Returns
+    -------
+    Run
+        The recordings at ``R = T / record_every + 1`` times (``heads``, ``risk``, ``dissipation``,
+        ``stats``) and the final heads.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid (e.g. ``eps`` when it does not divide ``record_every``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import sgd
+    >>> from mfattn.tasks import example
+    >>> model, data, h0, _ = example()
+    >>> mean_norm = lambda h: float(h.norm(dim=1).mean())
+    >>> run = sgd(model, data, h0, eps=0.1, T=1.0, record_every=0.5,
+    ...           generator=torch.Generator().manual_seed(1), statistics={"norm": mean_norm},
+    ...           progress=False)
+    >>> run.times.tolist(), run.heads.shape, run.stats["norm"].shape
+    ([0.0, 0.5, 1.0], torch.Size([3, 5, 24]), torch.Size([3]))
+    >>> bool(run.risk[-1] < run.risk[0])
+    True
+    """
+    _check_start(model, data, heads0, weights)
+    _grid(T, record_every, eps, "eps")
+    check_generator(generator)
+    if keep is not None:
+        check_positive(keep, "keep", integer=True)
+    return integrate(model, data, heads0, stepper="sgd" if batch_size is not None else "gd", step=eps, T=T,
+                     record_every=record_every, zeta=zeta, batch_size=batch_size, generator=generator,
+                     weights=weights, keep=keep, dissipation=dissipation, statistics=statistics,
+                     progress=progress, desc="SGD steps")
+
+
+def reference_flow(
+    model: ParticleModel,
+    data,
+    particles0: torch.Tensor,
+    *,
+    T: float,
+    step: float,
+    record_every: float,
+    zeta=1.0,
+    keep_stages: bool = True,
+    keep: int | None = None,
+    statistics: dict | None = None,
+    keep_at=(),
+    progress: bool = True,
+) -> Run:
+    r"""Integrate the characteristics (21), :math:`\dot W = -2\zeta(t)\nabla\Phi(W;\rho_t)`, of the
+    reference population ``particles0`` (uniform weights) with step ``step`` up to ``T``.
+
+    The population's empirical measure stands for :math:`\rho_t`; its own sampling error is of
+    order ``N_ref^{-1/2}`` and sets the floor of any comparison with it. (Started from an empirical
+    measure, the PDE (20) stays empirical: this is then its exact solution, up to the integrator.)
+
+    This is :func:`mfattn.flows.integrate.integrate` with the ``rk4`` stepper on the whole dataset,
+    recording the dissipation (which the first Runge-Kutta stage of each step gives at no extra
+    cost). ``keep_stages=False`` keeps no stage residuals (long runs, whose residuals would fill the
+    memory); :meth:`~mfattn.flows.integrate.Run.characteristics` then cannot be called. ``keep`` records
+    only the first ``keep`` particles (0: none; all by default) and ``statistics``, a dict of functions
+    ``particles (N, d_omega) -> float``, is evaluated on all of them at every recording time; the last
+    population is always returned whole, as ``final``. ``keep_at`` keeps the whole population at a
+    few chosen steps between the recordings (the frames of chapter 04's animation of a long run,
+    whose recordings keep no particles).
+
+    Parameters
+    ----------
+    model : ParticleModel
+        The model, e.g. a :class:`~mfattn.models.model.HeadModel`.
+    data : dataset object
+        The model's dataset, in the model's dtype and device.
+    particles0 : Tensor (N_ref, d_omega)
+        The reference population at ``t = 0`` (uniform weights).
+    T : float
+        Final time; a whole number of ``record_every``.
+    step : float
+        Runge-Kutta step ``h``; ``record_every`` must be a whole number of steps.
+    record_every : float
+        Time between two recordings.
+    zeta : float, profile or callable, default 1.0
+        Learning-rate profile, anything :func:`~mfattn.flows.integrate.as_profile` accepts.
+    keep_stages : bool, default True
+        Keep the residual of every stage, for :meth:`~mfattn.flows.integrate.Run.characteristics`.
+    keep : int or None
+        Number of particles recorded (the first ones, possibly 0); all when ``None``.
+    statistics : dict of str to callable, optional
+        Functions of all the particles ``(N_ref, d_omega) -> float``, recorded under their names.
+    keep_at : iterable of int, optional
+        Step indices ``k`` (``0 <= k <= T / step``) after which every particle is kept, in
+        ``kept[k]`` (time ``k * step``).
+    progress : bool, default True
+        Show a progress bar over the steps.
+
+    Returns
+    -------
+    Run
+        The recordings at ``R = T / record_every + 1`` times (``population``, ``risk``,
+        ``dissipation``, ``stats``), the final population, the stage residuals and the populations
+        kept at ``keep_at``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import reference_flow
+    >>> from mfattn.tasks import example
+    >>> model, data, _, _ = example()
+    >>> w0 = torch.randn(6, model.d_omega, generator=torch.Generator().manual_seed(0),
+    ...                  dtype=torch.float64)
+    >>> flow = reference_flow(model, data, w0, T=1.0, step=0.25, record_every=0.5,
+    ...                       keep=0, keep_stages=False, progress=False)
+    >>> flow.population.shape, flow.stage_residuals, flow.final.shape
+    (torch.Size([3, 0, 24]), None, torch.Size([6, 24]))
+    >>> bool((flow.risk.diff() < 0).all()), bool((flow.dissipation >= 0).all())
+    (True, True)
+    >>> tags = reference_flow(model, data, w0, T=1.0, step=0.25, record_every=0.5,
+    ...                       progress=False).stage_residuals
+    >>> tags.shape   # (steps, Runge-Kutta stages, n, L, d_x)
+    torch.Size([4, 4, 4, 3, 3])
+    """
+    _check_start(model, data, particles0, None)
+    return integrate(model, data, particles0, stepper="rk4", step=step, T=T, record_every=record_every, zeta=zeta,
+                     batch_size=None, keep=keep, dissipation=True, statistics=statistics, keep_stages=keep_stages,
+                     keep_at=keep_at, progress=progress, desc="reference flow")
+
+
+# ------------------------------------------------------- a compactly supported rho_0
+def uniform_ball(n: int, d: int, radius: float, *, generator: torch.Generator,
+                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    r"""``n`` i.i.d. points uniform on the ball :math:`\{w\in\mathbb R^d : \|w\| \le R\}`.
+
+    A compactly supported :math:`\rho_0`, as Assumption 3.2 requires, for chapter 02. Each point is a
+    Gaussian direction :math:`g/\|g\|` times the radius :math:`R\,U^{1/d}`, ``U`` uniform on
+    ``[0, 1]``: the radius has density :math:`d\,r^{d-1}/R^d`, that of the uniform measure. Then
+    :math:`\mathbb E\|w\|^2 = d R^2/(d+2)`, so ``R = s * sqrt(d + 2)`` matches the second moment
+    :math:`d s^2` of :math:`N(0, s^2 I)`.
+
+    Parameters
+    ----------
+    n : int
+        Number of points, positive.
+    d : int
+        Dimension, positive.
+    radius : float
+        Radius ``R`` of the ball, positive.
+    generator : torch.Generator
+        Seeded CPU generator of the draws (the directions first, then the radii).
+    dtype : torch.dtype, default torch.float64
+        Floating-point type of the points (the draws are made in float64 and cast).
+
+    Returns
+    -------
+    Tensor (n, d)
+        The points, on the CPU; every norm is at most ``radius``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``n``, ``d``, ``radius`` or ``generator`` when it is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import uniform_ball
+    >>> w = uniform_ball(1000, 32, 2.0, generator=torch.Generator().manual_seed(0))
+    >>> w.shape, w.dtype, bool((w.norm(dim=1) <= 2.0).all())
+    (torch.Size([1000, 32]), torch.float64, True)
+    >>> round(float(w.pow(2).sum(1).mean()), 1), round(32 * 2.0**2 / 34, 1)  # E||w||^2 = d R^2/(d+2)
+    (3.8, 3.8)
+    """
+    check_positive(n, "n", integer=True)
+    check_positive(d, "d", integer=True)
+    check_positive(radius, "radius")
+    check_generator(generator)
+    g = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    u = torch.rand(n, generator=generator, dtype=torch.float64)
+    r = float(radius) * u.pow(1.0 / d)
+    return (g / g.norm(dim=1, keepdim=True) * r[:, None]).to(dtype)
+
+
+# -------------------------------------------------------------- Theorem 5.2 measurements
+def err_bound(N: int, eps: float, T: float, d_omega: int, L: int, z: float = 1.0) -> float:
+    r"""The error profile :math:`\mathrm{Err}_{N,\varepsilon,T}(z)` of eq. (23): Euler term
+    :math:`\varepsilon`, martingale term :math:`\sqrt\varepsilon(\sqrt{d_\omega}+\sqrt{\log N}+z)`,
+    empirical-measure term :math:`N^{-1/2}(\sqrt L+\sqrt{\log(\lfloor T/\varepsilon\rfloor+1)}+z)`.
+
+    Parameters
+    ----------
+    N : int
+        Number of heads.
+    eps : float
+        SGD step size :math:`\varepsilon`.
+    T : float
+        Time horizon.
+    d_omega : int
+        Dimension of a head.
+    L : int
+        Sequence length.
+    z : float, default 1.0
+        Confidence parameter of the high-probability bound.
+
+    Returns
+    -------
+    float
+        The sum of the three terms (the theorem's constant omitted).
+
+    Examples
+    --------
+    >>> from mfattn.dynamics import err_bound
+    >>> round(err_bound(N=100, eps=0.01, T=1.0, d_omega=24, L=3), 4)
+    1.3025
+    """
+    return (eps + math.sqrt(eps) * (math.sqrt(d_omega) + math.sqrt(math.log(N)) + z)
+            + (math.sqrt(L) + math.sqrt(math.log(math.floor(T / eps) + 1)) + z) / math.sqrt(N))
+
+
+def chaos_errors(run: Trajectory, tags: torch.Tensor, reference_population: torch.Tensor,
+                 reference_risk: torch.Tensor, directions: torch.Tensor, centers: torch.Tensor, *,
+                 model: ParticleModel | None = None, data=None) -> dict:
+    r"""The quantities of Theorem 5.2 at every recording time, as lists (JSON-ready).
+
+    * ``e_max``: :math:`\max_i\|e_i^k\|` with :math:`e_i^k=\omega_i^k-\bar\omega_i(t_k)` (36), ``tags`` being the
+      tagged characteristics ``(R, N, d_omega)`` of the run's initial heads;
+    * ``e_rms``: :math:`(\frac1N\sum_i\|e_i^k\|^2)^{1/2}`;
+    * ``d24``: the test-function discrepancy (24) over the family of
+      :func:`mfattn.analysis.transport.lipschitz_discrepancy`, against the reference population;
+    * ``d25``: :math:`|\mathcal E_N(\omega^k)-\mathcal E(\rho_{t_k})|` (25), against the reference risk.
+
+    ``d24`` and ``d25`` include the sampling error of the initial draw, which is of order
+    :math:`N^{-1/2}` at ``t = 0`` already and often dominates their supremum over time. What the
+    theorem adds to that draw is measured against the empirical measure :math:`\bar\mu^N_t` of the
+    run's own tagged characteristics (the flow (21) of the same initial heads), which equals the run
+    at ``t = 0``:
+
+    * ``d24_tags``: the discrepancy (24) between :math:`\mu^N_t` and :math:`\bar\mu^N_t`;
+    * ``d25_tags`` (when ``model`` and ``data`` are given): :math:`|\mathcal E_N(\omega^k)-\mathcal E(\bar\mu^N_{t_k})|`.
+
+    Used by chapters 02 and 07.
+
+    Parameters
+    ----------
+    run : Trajectory
+        An :func:`sgd` run; its recorded heads ``(R, N, d_omega)`` are the ones compared.
+    tags : Tensor (R, N, d_omega)
+        The tagged characteristics of the run's recorded initial heads at the same recording times
+        (:meth:`~mfattn.flows.integrate.Run.characteristics`).
+    reference_population : Tensor (R, M, d_omega)
+        The reference population at the same recording times (:attr:`~mfattn.flows.integrate.Run.population`).
+    reference_risk : Tensor (R,)
+        :math:`\mathcal E(\rho_t)` at the same times (:attr:`~mfattn.flows.integrate.Run.risk`).
+    directions : Tensor (P, d_omega)
+        Directions of the linear test functions (normalised here).
+    centers : Tensor (Q, d_omega)
+        Centres of the distance test functions.
+    model : ParticleModel, optional
+        With ``data``, adds ``d25_tags`` (the risk of ``tags`` with uniform weights).
+    data : dataset object, optional
+        The model's dataset, for ``d25_tags``.
+
+    Returns
+    -------
+    dict of str to list of float
+        ``e_max``, ``e_rms``, ``d24``, ``d25``, ``d24_tags`` and, with ``model`` and ``data``,
+        ``d25_tags``, each a list of ``R`` values.
+
+    Raises
+    ------
+    ValueError
+        Naming ``tags`` when its shape differs from ``run.heads``'.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import chaos_errors, reference_flow, sgd
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> g = torch.Generator().manual_seed(0)
+    >>> cloud = torch.randn(12, model.d_omega, generator=g, dtype=torch.float64)
+    >>> h0 = torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
+    >>> ref = reference_flow(model, data, cloud, T=0.4, step=0.1, record_every=0.2, progress=False)
+    >>> run = sgd(model, data, h0, eps=0.1, T=0.4, record_every=0.2, batch_size=None,
+    ...           generator=g, progress=False)
+    >>> out = chaos_errors(run, ref.characteristics(h0), ref.population, ref.risk,
+    ...                    directions=torch.eye(model.d_omega, dtype=torch.float64),
+    ...                    centers=cloud[:2], model=model, data=data)
+    >>> sorted(out)
+    ['d24', 'd24_tags', 'd25', 'd25_tags', 'e_max', 'e_rms']
+    >>> len(out["e_max"]), out["e_max"][0], out["d24_tags"][0]
+    (3, 0.0, 0.0)
+    """
+    from ..analysis.transport import lipschitz_discrepancy
+
+    if run.heads.shape != tags.shape:
+        raise ValueError(f"tags: shape {tuple(tags.shape)} differs from the run's heads {tuple(run.heads.shape)}")
+    e = (run.heads - tags).norm(dim=-1)
+    return {
+        "e_max": e.max(1).values.tolist(),
+        "e_rms": e.pow(2).mean(1).sqrt().tolist(),
+        "d24": [lipschitz_discrepancy(run.heads[j], reference_population[j], directions, centers)
+                for j in range(run.heads.shape[0])],
+        "d25": (run.risk - reference_risk).abs().tolist(),
+        "d24_tags": [lipschitz_discrepancy(run.heads[j], tags[j], directions, centers)
+                     for j in range(run.heads.shape[0])],
+        **({} if model is None else {"d25_tags": [abs(float(run.risk[j]) - float(model.risk(data, tags[j])))
+                                                  for j in range(run.heads.shape[0])]}),
+    }

@@ -1,0 +1,508 @@
+r"""The fused CPU head pass: logits (8), ``Phi`` (11) and ``grad Phi`` (13) of every head in one
+sweep over each ``(L, L)`` attention tile, compiled with numba.
+
+On a CPU the torch path of :class:`mfattn.models.model.HeadModel` is bound by memory traffic, not by
+arithmetic: with the model's tiny heads (``d_k = 2``, ``L = 8``) each of its twenty-odd batched
+kernels (projections, scores, softmax, ``A V``, the backward products, the permutations between
+them) reads and writes every ``(head, sequence, L, L)`` tile once more. The kernels here keep one
+block of heads' tiles in registers and L1 for the whole forward and backward pass:
+
+* heads are processed in blocks of up to :data:`BLOCK` heads laid out innermost
+  (``(block, d_omega, heads)``), so that every arithmetic loop runs over contiguous heads and the
+  compiler vectorises it; no loop reduces along the vector axis (but the weighted head sum of the
+  logits, in a fixed order), so a head's result does not depend on the vector width, the block
+  size or the number of threads;
+* the causal softmax is taken one row at a time: row ``l`` of ``A`` is built, used for row ``l``
+  of ``A V`` and, in the gradient pass, for row ``l`` of the softmax backward (4) and its
+  contributions to ``dQ``, ``dK``, ``dV``, then dropped, so no ``(L, L)`` tile is ever stored;
+* the tasks of the parallel loop are (block of heads, slice of sequences), a split fixed by the
+  shapes alone, and the slices' partial sums are added in a fixed order afterwards: the result is
+  the same bits for any thread count.
+
+``HeadModel`` selects this path on the CPU when numba is importable (``HeadModel(fused=...)``
+forces either path); the torch path stays the CUDA path and this path's oracle
+(``tests/test_fused.py``: equal to 1e-12 relative in float64). Used by every chapter through
+``HeadModel.logits``, ``evaluate``, ``grad_at`` and ``phi_at``; measured by ``python -m mfattn bench``.
+
+The kernels are compiled on first use for each dtype (float32, float64) and cached on disk
+(numba's ``cache=True``: beside this file, or under ``NUMBA_CACHE_DIR``), so a later process
+loads them instead of compiling; :func:`compile_seconds` reports both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "compile_seconds"]
+
+#: The number of heads per block, the vector axis of every loop (4 AVX-512 vectors of float64).
+BLOCK = 32
+#: Parallel tasks aimed at per call, whatever the thread count (a fixed split keeps results
+#: independent of it): enough to keep 16 cores busy when blocks are few.
+_TASKS = 64
+
+try:  # numba is a pinned dependency, but the engine must still run where it cannot be imported
+    import numba
+    from numba import njit, prange
+
+    # OpenMP first: measured on 2 cores beside torch (whose own OpenMP threads spin for a while
+    # after each operation), numba's workqueue pool waited on those spinning threads, about 250 us
+    # per call however small, against 40-65 us with OpenMP (one head, 16 sequences). workqueue
+    # remains the fallback where no OpenMP runtime is found; NUMBA_THREADING_LAYER, when set,
+    # still decides.
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
+except ImportError:  # pragma: no cover - exercised only without numba
+    numba = None
+
+
+def available() -> bool:
+    """Whether the fused path can run here (numba imports).
+
+    Returns
+    -------
+    bool
+        True when numba is importable.
+
+    Examples
+    --------
+    >>> from mfattn import fused
+    >>> fused.available()
+    True
+    """
+    return numba is not None
+
+
+if numba is not None:
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _project(X, Wb, blk, b, d_k, Q, K, V):  # pragma: no cover - compiled
+        # Q, K, V (L, d_k, H) = X[b] (L, d_x) @ W_Q, W_K, W_V (d_x, d_k) of every head of the block
+        L, d_x = X.shape[1], X.shape[2]
+        H = Wb.shape[2]
+        m = d_x * d_k
+        for l in range(L):
+            for k in range(d_k):
+                for h in range(H):
+                    Q[l, k, h] = 0.0
+                    K[l, k, h] = 0.0
+                    V[l, k, h] = 0.0
+                for x in range(d_x):
+                    xv = X[b, l, x]
+                    i = x * d_k + k
+                    for h in range(H):
+                        Q[l, k, h] += xv * Wb[blk, i, h]
+                        K[l, k, h] += xv * Wb[blk, m + i, h]
+                        V[l, k, h] += xv * Wb[blk, 2 * m + i, h]
+
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _softmax_row(Q, K, l, scale, s, mx, den, C, pw):  # pragma: no cover - compiled
+        # s[j] = row l of the causal row softmax (6) of scale Q K^T, j <= l (stable: max subtracted).
+        # The exponential of x = scale (s_j - max) <= 0 is written out so that the loop over heads
+        # vectorises (a call to libm's exp does not): x = r - k ln 2 with |r| <= ln 2 / 2 (Cody-Waite,
+        # ln 2 in two parts), e^r by its Taylor polynomial of degree 13 (remainder below 2e-16
+        # relative), 2^-k built in the exponent bits of pw (an integer view of the same memory);
+        # below the smallest normal number e^x is taken as 0 (torch gives a subnormal: a difference
+        # below 1e-308 in float64, 1e-38 in float32).
+        d_k, H = Q.shape[1], Q.shape[2]
+        xmin, inv_ln2, half, ln2_hi, ln2_lo = C[0], C[1], C[2], C[3], C[4]
+        c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = (
+            C[5], C[6], C[7], C[8], C[9], C[10], C[11], C[12], C[13], C[14], C[15], C[16], C[17], C[18])
+        zero = xmin - xmin  # in the dtype (a literal 0.0 is float64)
+        bias, shift = pw[0], pw[1]  # the exponent's bias and position, set by the caller
+        bits = pw[2:]
+        two = bits.view(s.dtype)
+        for j in range(l + 1):
+            for h in range(H):
+                s[j, h] = 0.0
+            for k in range(d_k):
+                for h in range(H):
+                    s[j, h] += Q[l, k, h] * K[j, k, h]
+        for h in range(H):
+            mx[h] = s[0, h]
+            den[h] = 0.0
+        for j in range(1, l + 1):
+            for h in range(H):
+                mx[h] = max(mx[h], s[j, h])
+        for j in range(l + 1):
+            for h in range(H):
+                x = scale * (s[j, h] - mx[h])
+                keep = x >= xmin
+                x = x if keep else xmin
+                kf = np.floor(half - x * inv_ln2)  # stays in the dtype (math.floor would give an int64)
+                r = (x + kf * ln2_hi) + kf * ln2_lo
+                p = ((((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5) * r + c6) * r + c7
+                p = (((((p * r + c8) * r + c9) * r + c10) * r + c11) * r + c12) * r + c13
+                s[j, h] = p if keep else zero
+                bits[h] = (bias - int(kf)) << shift
+            for h in range(H):
+                s[j, h] *= two[h]
+                den[h] += s[j, h]
+        for j in range(l + 1):
+            for h in range(H):
+                s[j, h] /= den[h]
+
+
+    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+    def _sum_kernel(X, Wb, w, scale, d_k, groups, splits, partial, C, P):  # pragma: no cover - compiled
+        # partial[g, b, l, x] = sum over heads h of the blocks of group g of w_h (A_h X W_V,h W_O,h)[b, l, x]
+        nb, _, H = Wb.shape
+        B, L, d_x = X.shape
+        m = d_x * d_k
+        per = (B + splits - 1) // splits
+        for t in prange(groups * splits):
+            g = t // splits
+            b0 = (t % splits) * per
+            b1 = min(B, b0 + per)
+            Q = np.empty((L, d_k, H), X.dtype)
+            K = np.empty((L, d_k, H), X.dtype)
+            V = np.empty((L, d_k, H), X.dtype)
+            s = np.empty((L, H), X.dtype)
+            mx = np.empty(H, X.dtype)
+            den = np.empty(H, X.dtype)
+            av = np.empty((d_k, H), X.dtype)
+            o = np.empty(H, X.dtype)
+            pw = np.empty(H + 2, P.dtype)
+            pw[0], pw[1] = P[0], P[1]
+            for blk in range(g, nb, groups):
+                for b in range(b0, b1):
+                    _project(X, Wb, blk, b, d_k, Q, K, V)
+                    for l in range(L):
+                        _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
+                        for k in range(d_k):
+                            for h in range(H):
+                                av[k, h] = 0.0
+                            for j in range(l + 1):
+                                for h in range(H):
+                                    av[k, h] += s[j, h] * V[j, k, h]
+                        for x in range(d_x):
+                            for h in range(H):
+                                o[h] = 0.0
+                            for k in range(d_k):
+                                for h in range(H):
+                                    o[h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
+                            acc = w[blk, 0] * o[0]  # typed as the data (a literal 0.0 would be float64)
+                            for h in range(1, H):
+                                acc += w[blk, h] * o[h]
+                            partial[g, b, l, x] += acc
+
+    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+    def _grad_kernel(X, G, Wb, scale, d_k, splits, want_grad, out, phi, C, P):  # pragma: no cover - compiled
+        # out[blk, s] = gradient in omega of sum_{b in slice s, l, x} G[b,l,x] out_omega(X)[b,l,x],
+        # phi[blk, s] = that sum itself (eq. (11) restricted to the slice), for the heads of block blk
+        nb, D, H = Wb.shape
+        B, L, d_x = X.shape
+        m = d_x * d_k
+        per = (B + splits - 1) // splits
+        for t in prange(nb * splits):
+            blk = t // splits
+            sl = t % splits
+            b0 = sl * per
+            b1 = min(B, b0 + per)
+            Q = np.empty((L, d_k, H), X.dtype)
+            K = np.empty((L, d_k, H), X.dtype)
+            V = np.empty((L, d_k, H), X.dtype)
+            dK = np.empty((L, d_k, H), X.dtype)
+            dV = np.empty((L, d_k, H), X.dtype)
+            s = np.empty((L, H), X.dtype)
+            dA = np.empty((L, H), X.dtype)
+            mx = np.empty(H, X.dtype)
+            den = np.empty(H, X.dtype)
+            av = np.empty((d_k, H), X.dtype)
+            dav = np.empty((d_k, H), X.dtype)
+            dq = np.empty((d_k, H), X.dtype)
+            r = np.empty(H, X.dtype)
+            pw = np.empty(H + 2, P.dtype)
+            pw[0], pw[1] = P[0], P[1]
+            gw = out[blk, sl]
+            ph = phi[blk, sl]
+            for b in range(b0, b1):
+                _project(X, Wb, blk, b, d_k, Q, K, V)
+                for j in range(L):
+                    for k in range(d_k):
+                        for h in range(H):
+                            dK[j, k, h] = 0.0
+                            dV[j, k, h] = 0.0
+                for l in range(L):
+                    _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
+                    for k in range(d_k):
+                        for h in range(H):
+                            av[k, h] = 0.0
+                            dav[k, h] = 0.0
+                        for j in range(l + 1):
+                            for h in range(H):
+                                av[k, h] += s[j, h] * V[j, k, h]
+                        # dAV[l, k] = sum_x G[b, l, x] W_O[k, x]
+                        for x in range(d_x):
+                            gx = G[b, l, x]
+                            for h in range(H):
+                                dav[k, h] += gx * Wb[blk, 3 * m + k * d_x + x, h]
+                        for h in range(H):
+                            ph[h] += av[k, h] * dav[k, h]
+                    if not want_grad:
+                        continue
+                    # dW_O[k, x] += AV[l, k] G[b, l, x]
+                    for k in range(d_k):
+                        for x in range(d_x):
+                            gx = G[b, l, x]
+                            for h in range(H):
+                                gw[3 * m + k * d_x + x, h] += av[k, h] * gx
+                    # softmax backward (4) on row l: dS_j = A_lj (dA_lj - sum_i A_li dA_li), dA_lj = <dAV_l, V_j>
+                    for h in range(H):
+                        r[h] = 0.0
+                    for j in range(l + 1):
+                        for h in range(H):
+                            dA[j, h] = 0.0
+                        for k in range(d_k):
+                            for h in range(H):
+                                dA[j, h] += dav[k, h] * V[j, k, h]
+                        for h in range(H):
+                            r[h] += dA[j, h] * s[j, h]
+                    for k in range(d_k):
+                        for h in range(H):
+                            dq[k, h] = 0.0
+                    for j in range(l + 1):
+                        for h in range(H):
+                            dA[j, h] = s[j, h] * (dA[j, h] - r[h])  # now dS_lj
+                        for k in range(d_k):
+                            for h in range(H):
+                                dq[k, h] += dA[j, h] * K[j, k, h]
+                                dK[j, k, h] += dA[j, h] * Q[l, k, h]
+                                dV[j, k, h] += s[j, h] * dav[k, h]
+                    # dW_Q[x, k] += X[b, l, x] scale dQ[l, k]
+                    for x in range(d_x):
+                        xv = X[b, l, x]
+                        for k in range(d_k):
+                            for h in range(H):
+                                gw[x * d_k + k, h] += xv * (scale * dq[k, h])
+                if not want_grad:
+                    continue
+                for j in range(L):
+                    for x in range(d_x):
+                        xv = X[b, j, x]
+                        for k in range(d_k):
+                            for h in range(H):
+                                gw[m + x * d_k + k, h] += xv * (scale * dK[j, k, h])
+                                gw[2 * m + x * d_k + k, h] += xv * dV[j, k, h]
+
+
+
+def plain(*tensors) -> bool:
+    """Whether the tensors can go through the fused kernels: CPU float32/float64 tensors that no
+    autograd, ``torch.func`` transform (vmap, jacfwd, ...) or forward-mode dual level is tracing.
+    The kernels see numbers, not a graph; a traced call takes the torch path, which is differentiable.
+
+    Parameters
+    ----------
+    *tensors : Tensor
+        The inputs of one call.
+
+    Returns
+    -------
+    bool
+        True when every tensor is plain.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn import fused
+    >>> x = torch.zeros(2, dtype=torch.float64)
+    >>> fused.plain(x), fused.plain(x.requires_grad_()), fused.plain(x.detach().to(torch.float16))
+    (True, False, False)
+    """
+    from torch.autograd import forward_ad
+
+    for t in tensors:
+        if (t.requires_grad or t.device.type != "cpu" or t.dtype not in (torch.float32, torch.float64)
+                or torch._C._functorch.is_functorch_wrapped_tensor(t) or forward_ad.unpack_dual(t).tangent is not None):
+            return False
+    return True
+
+
+def _threads():
+    """Use the torch thread count (OMP_NUM_THREADS, torch.set_num_threads), at most numba's pool."""
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+
+
+def _blocks(heads: torch.Tensor):
+    """Heads (M, D) -> numpy (nb, D, H): blocks of H heads, heads innermost, the last block zero-padded."""
+    M, D = heads.shape
+    H = BLOCK if M >= BLOCK else max(1, M)
+    nb = -(-M // H)
+    pad = nb * H - M
+    h = torch.nn.functional.pad(heads, (0, 0, 0, pad)) if pad else heads
+    return h.reshape(nb, H, D).transpose(1, 2).contiguous().numpy(), nb, H
+
+
+def _splits(n_blocks: int, B: int) -> int:
+    """Sequence slices per block: a function of the shapes only, so the sums' order is too."""
+    return max(1, min(B, -(-_TASKS // n_blocks)))
+
+
+def _np(t: torch.Tensor):
+    return t.detach().contiguous().numpy()
+
+
+_CONST = {}
+
+
+def _constants(dtype):
+    """The exponential's constants (see ``_softmax_row``) in the data's dtype, so that a float32 kernel
+    computes in float32 throughout, and the exponent's bias and bit position for its integer type."""
+    if dtype not in _CONST:
+        f64 = dtype == np.float64
+        # x below the smallest normal's logarithm gives 0; ln 2 split so that k * ln2_hi is exact
+        xmin, hi, lo = (-708.0, 6.93147180369123816490e-01, 1.90821492927058770002e-10) if f64 else \
+            (-87.0, 0.693359375, -2.12194440e-4)
+        taylor = [1.0 / math.factorial(i) for i in range(13, -1, -1)]
+        C = np.array([xmin, 1.0 / math.log(2.0), 0.5, hi, lo] + taylor, dtype=dtype)
+        P = np.array([1023, 52] if f64 else [127, 23], dtype=np.int64 if f64 else np.int32)
+        _CONST[dtype] = (C, P)
+    return _CONST[dtype]
+
+
+def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: int) -> torch.Tensor:
+    r"""``sum_i w_i A_i(X) X W_V,i W_O,i`` (B, L, d_x): the weighted head sum of eq. (8) before ``W_out``.
+
+    No validation (the caller, :class:`mfattn.models.model.HeadModel`, has checked shapes, dtypes and
+    device). Used by ``HeadModel.logits`` and every risk evaluation on the CPU.
+
+    Parameters
+    ----------
+    X : Tensor (B, L, d_x), float32 or float64, on the CPU
+        Token sequences.
+    heads : Tensor (N, 4 d_x d_k)
+        Heads in the model's layout (``W_Q, W_K, W_V, W_O`` row-major).
+    weights : Tensor (N,)
+        Their weights.
+    d_k : int
+        Head dimension.
+
+    Returns
+    -------
+    Tensor (B, L, d_x)
+        The weighted head sum, in model space.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn import fused
+    >>> from mfattn.model import HeadModel
+    >>> g = torch.Generator().manual_seed(0)
+    >>> model = HeadModel(torch.randn(3, 4, generator=g, dtype=torch.float64), d_k=2, fused=False)
+    >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+    >>> X = torch.randn(2, 6, 3, generator=g, dtype=torch.float64)
+    >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+    >>> z = fused.head_sum(X, heads, w, 2) @ model.W_out
+    >>> bool(torch.allclose(z, model.logits(X, heads), rtol=1e-12, atol=0))  # the torch path
+    True
+    """
+    _threads()
+    Wb, nb, H = _blocks(heads)
+    wb = _np(torch.nn.functional.pad(weights, (0, nb * H - weights.shape[0])).reshape(nb, H))
+    B, L, d_x = X.shape
+    # sequences split first (each slice writes its own rows); blocks of heads grouped only when the
+    # sequences are few, so the partial sums (groups, B, L, d_x) stay a few times the output
+    splits = min(B, _TASKS)
+    groups = max(1, min(nb, _TASKS // splits))
+    partial = np.zeros((groups, B, L, d_x), dtype=Wb.dtype)
+    _sum_kernel(_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, groups, splits, partial,
+                *_constants(Wb.dtype.type))
+    return torch.from_numpy(partial.sum(0) if groups > 1 else partial[0])
+
+
+def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *, grad: bool = True,
+              per_sample: bool = False):
+    r"""``grad Phi`` (13) and ``Phi`` (11) of each head for a frozen residual ``G``, in one fused pass.
+
+    ``Phi(omega) = sum_{b,l,x} G[b,l,x] out_omega(X)[b,l,x]`` with ``out`` the head output
+    ``A X W_V W_O`` (eqs. (5)-(7) before ``W_out``) and ``G`` the residual pulled back through
+    ``W_out`` and scaled (:meth:`mfattn.models.model.HeadModel.evaluate`); the gradient is the hand-written
+    backward pass of the head, softmax backward (4) included. No validation. Used by
+    ``HeadModel.evaluate``, ``grad_at`` and ``phi_at`` on the CPU: the hot path of SGD (19), of the
+    characteristics (21) and of the local solvers of every chapter.
+
+    Parameters
+    ----------
+    X : Tensor (B, L, d_x), float32 or float64, on the CPU
+        Token sequences.
+    G : Tensor (B, L, d_x)
+        The scaled pulled-back residual.
+    heads : Tensor (M, 4 d_x d_k)
+        The heads (queries) to differentiate at.
+    d_k : int
+        Head dimension.
+    grad : bool, optional
+        Compute the gradient (else only ``Phi``). Default: True.
+    per_sample : bool, optional
+        Keep one gradient and one ``Phi`` per sequence instead of their sums. Default: False.
+
+    Returns
+    -------
+    grad : Tensor (M, d_omega), (B, M, d_omega) with ``per_sample``, or None
+        :math:`\nabla_\omega\Phi` of each head (None when ``grad`` is False).
+    phi : Tensor (M,), or (B, M) with ``per_sample``
+        :math:`\Phi` of each head.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn import fused
+    >>> from mfattn.tasks import teacher_task
+    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> model, data = task.model, task.data
+    >>> g = torch.Generator().manual_seed(0)
+    >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+    >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+    >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
+    >>> grad, phi = fused.head_pass(data.X, G, heads, 2)
+    >>> grad.shape, phi.shape
+    (torch.Size([5, 24]), torch.Size([5]))
+    >>> bool(torch.allclose(grad, model.grad_first_variation(data, heads, heads, w), rtol=1e-12, atol=1e-15))
+    True
+    """
+    _threads()
+    Wb, nb, H = _blocks(heads)
+    M, D = heads.shape
+    B = X.shape[0]
+    splits = B if per_sample else _splits(nb, B)
+    out = np.zeros((nb, splits, D if grad else 0, H), dtype=Wb.dtype)
+    phi = np.zeros((nb, splits, H), dtype=Wb.dtype)
+    _grad_kernel(_np(X), _np(G), Wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, grad, out, phi,
+                 *_constants(Wb.dtype.type))
+    if per_sample:  # (nb, B, D, H) -> (B, M, D)
+        g = torch.from_numpy(out).permute(1, 0, 3, 2).reshape(B, nb * H, D)[:, :M] if grad else None
+        return g, torch.from_numpy(phi).permute(1, 0, 2).reshape(B, nb * H)[:, :M]
+    g = torch.from_numpy(out.sum(1) if splits > 1 else out[:, 0]).transpose(1, 2).reshape(nb * H, D)[:M] \
+        if grad else None
+    return g, torch.from_numpy(phi.sum(1)).reshape(nb * H)[:M]
+
+
+def compile_seconds() -> dict:
+    """Time to make both kernels ready for both dtypes in this process (load from numba's disk cache,
+    or compile on the very first use), by calling them on a tiny problem.
+
+    Returns
+    -------
+    dict
+        ``{"seconds": float, "cache_dir": str}``: the wall time, and where numba keeps its cache.
+
+    Examples
+    --------
+    >>> from mfattn import fused
+    >>> r = fused.compile_seconds()
+    >>> r["seconds"] >= 0
+    True
+    """
+    t0 = time.perf_counter()
+    for dt in (torch.float32, torch.float64):
+        X = torch.zeros(1, 2, 1, dtype=dt)
+        h = torch.zeros(1, 4, dtype=dt)
+        head_sum(X, h, torch.ones(1, dtype=dt), 1)
+        head_pass(X, X, h, 1)
+    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(__file__), "__pycache__")
+    return {"seconds": time.perf_counter() - t0, "cache_dir": where}
