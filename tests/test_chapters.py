@@ -102,16 +102,22 @@ def test_bad_values_end_in_one_line_before_a_kernel_starts(tmp_path):
 def test_parameters_read_without_running_agree_with_the_cell_executed(md):
     """mfattn.chapters reads names and defaults with ast as Python itself does when it executes the
     parameters cell (any comment allowed, e.g. one containing "="), every parameter has a comment, and
-    every parameter left at None is set by every profile and accepted by check_values."""
-    from mfattn.chapters import check_values, parameter_rows, parameters, profiles
+    every parameter left at None is set by every profile and accepted by check_values. A chapter that
+    declares its parameters in its front matter has them after the cell's run settings, each with its
+    help, and no PROFILES table in its code."""
+    from mfattn.chapters import check_values, declared, parameter_rows, parameters, profiles
 
     ours = parameters(md)
     cell = next(c for c in jupytext.read(md).cells if "parameters" in c.metadata.get("tags", []))
     scope = {}
     exec(cell.source, {}, scope)
-    assert [p.name for p in ours] == list(scope)
+    front = declared(md) or {}
+    assert [p.name for p in ours if p.name not in front] == list(scope)
+    assert not set(front) & set(scope), "a parameter is declared twice"
+    if front:
+        assert "PROFILES" not in "".join(c.source for c in jupytext.read(md).cells if c.cell_type == "code")
     for p in ours:
-        assert p.default == scope[p.name]
+        assert p.default == scope.get(p.name), p.name
         assert p.comment, f"{p.name}: no comment says what it is"
     table = profiles(md)
     assert set(table) == {"ci", "paper"}
@@ -242,3 +248,21 @@ def test_prose_quotes_only_glued_figures_the_run_recorded(md):
     assert not bars, f"progress output in the committed notebook: {bars[:3]}"
     params = next(c for c in jupytext.read(md).cells if "parameters" in c.metadata.get("tags", []))
     assert re.search(r"^cache_dir = None", params.source, re.M), "no cache_dir parameter"
+
+
+def test_front_matter_parameters_are_checked(tmp_path):
+    """A declared parameter needs its help and the same profiles as the others; a chapter without the
+    front-matter table declares none (it keeps its PROFILES table)."""
+    from mfattn.chapters import declared
+
+    md = tmp_path / "x.md"
+    md.write_text("---\nmfattn:\n  parameters:\n    T: {ci: 1.0, paper: 2.0}\n---\n")
+    with pytest.raises(ValueError, match="help"):
+        declared(md)
+    md.write_text("---\nmfattn:\n  parameters:\n    T: {ci: 1.0, paper: 2.0, help: h}\n    N: {ci: 1, help: n}\n---\n")
+    with pytest.raises(ValueError, match="profiles"):
+        declared(md)
+    md.write_text("---\njupytext: {}\n---\n# a chapter\n")
+    assert declared(md) is None
+    md.write_text("---\nmfattn:\n  parameters:\n    T: {ci: 1.0, paper: 2.0, help: horizon}\n---\n")
+    assert declared(md) == {"T": {"ci": 1.0, "paper": 2.0, "help": "horizon"}}

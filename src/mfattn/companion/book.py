@@ -20,7 +20,7 @@ from .verdicts import (EVIDENCE, KINDS, RULES, Counterfactual, Verdict, all_pass
                        check_close, check_fit, check_fit_at_most, check_within, decide, fmt, perturbed, shifted,
                        summary)
 
-__all__ = ["pick_device", "resolve_profile"]
+__all__ = ["pick_device", "resolve_profile", "setup"]
 
 
 def resolve_profile(profiles: dict, profile: str, **overrides) -> SimpleNamespace:
@@ -92,3 +92,69 @@ def pick_device(device: str = "auto") -> torch.device:
         return torch.device(device)
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"device: {device!r} is not a device ({e})") from None
+
+
+def setup(chapter: str, namespace: dict) -> SimpleNamespace:
+    """A chapter's prologue in one call: its parameters, device, figures' style and cache folder.
+
+    Reads the parameters the chapter declares in its front matter
+    (:func:`mfattn.companion.chapters.declared`), takes the profile named by ``namespace["profile"]``,
+    applies every declared parameter that ``namespace`` sets (papermill injects ``-p NAME VALUE`` as a
+    global of the notebook; each is checked as ``python -m mfattn run`` checks it), picks the device
+    (``namespace["device"]``), sets the figures' style (:func:`mfattn.plotting.use`) and shows the
+    parameter table (:func:`~mfattn.companion.render.show_config`).
+
+    Parameters
+    ----------
+    chapter : str
+        The chapter's name or number (``"07"``), found in the checkout (the working directory's or the
+        package's).
+    namespace : dict
+        The notebook's ``globals()``: ``profile``, ``device``, ``seed``, ``cache_dir`` from its
+        parameters cell, and any declared parameter papermill injected.
+
+    Returns
+    -------
+    types.SimpleNamespace
+        ``profile`` and every declared parameter, then ``seed``, ``device`` (a ``torch.device``) and
+        ``folder`` (``cache_dir``, or a new temporary folder: finished work of :mod:`mfattn.sweep`).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter whose value is invalid, or the chapter when it declares no parameters.
+
+    Examples
+    --------
+    >>> from mfattn.book import setup
+    >>> cfg = setup("07", {"profile": "ci", "device": "cpu", "seed": 3, "n_seeds": 2})  # doctest: +ELLIPSIS
+    parameters (this run, then each profile's value):
+    ...
+    >>> cfg.profile, cfg.seed, cfg.n_seeds, cfg.T, str(cfg.device)
+    ('ci', 3, 2, 1.0, 'cpu')
+    >>> setup("07", {"profile": "ci", "n_seeds": -1})
+    Traceback (most recent call last):
+    ...
+    ValueError: n_seeds = -1: must be > 0
+    """
+    import tempfile
+
+    from .chapters import check_values, declared, find_chapter, profiles, repo_root
+
+    src = find_chapter(repo_root(), chapter)
+    table = declared(src)
+    if not table:
+        raise ValueError(f"chapter: {src.name} declares no parameters in its front matter")
+    given = {name: namespace[name] for name in [*table, "profile", "device", "seed", "cache_dir"]
+             if namespace.get(name) is not None}
+    values = check_values(src, given)
+    cfg = resolve_profile(profiles(src), values["profile"], **{name: values[name] for name in table})
+    cfg.seed = values.get("seed", 0)
+    cfg.device = pick_device(values.get("device", "auto"))
+    cfg.folder = values.get("cache_dir") or tempfile.mkdtemp(prefix=f"mfattn-{src.stem[:2]}-")
+    from . import plotting
+
+    plotting.use()
+    show_config(SimpleNamespace(**{k: v for k, v in vars(cfg).items() if k != "folder"}), src, namespace)
+    return cfg
+

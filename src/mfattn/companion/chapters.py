@@ -1,9 +1,18 @@
-"""What a chapter takes: its parameters cell and its profiles, read from the chapter's source.
+"""What a chapter takes: its parameters and its profiles, read from the chapter's source.
 
 A chapter (``notebooks/NN-name.md``) has one code cell tagged ``parameters`` (papermill's
-convention) with one ``name = value  # comment`` line per parameter, and a ``PROFILES`` table that
-fills the parameters left at ``None`` (:func:`mfattn.companion.book.resolve_profile`). This module reads
-both with Python's ``ast`` and ``tokenize``, without executing the chapter, for
+convention) with one ``name = value  # comment`` line per run setting (``profile``, ``device``,
+``seed``, ``cache_dir``). Its own parameters are declared once, as data, in the source's front
+matter, each with its value in every profile and what it means::
+
+    mfattn:
+      parameters:
+        T: {ci: 1.0, paper: 2.0, help: horizon of the dynamics}
+
+and :func:`mfattn.companion.book.setup` reads the same table when the chapter runs. (A chapter not
+yet moved to the front matter keeps its parameters at ``None`` in the cell and a ``PROFILES`` table in
+a code cell, read here with ``ast`` and ``tokenize``.) This module reads both without executing the
+chapter, for
 ``python -m mfattn params CHAPTER``, for the parameter table each chapter shows, and for
 :func:`check_values`, which ``python -m mfattn run`` calls before it starts a kernel. It also finds
 the checkout and its chapters (:func:`repo_root`, :func:`find_chapter`) for the command line, the
@@ -18,8 +27,8 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Parameter", "chapters", "check_values", "find_chapter", "parameter_rows", "parameters", "profiles",
-           "repo_root", "size_ratio", "strip_papermill", "title"]
+__all__ = ["Parameter", "chapters", "check_values", "declared", "find_chapter", "parameter_rows", "parameters",
+           "profiles", "repo_root", "size_ratio", "strip_papermill", "title"]
 
 
 # ----------------------------------------------------------------------- the checkout's chapters
@@ -164,6 +173,59 @@ def _cells(path: Path):
     return jupytext.read(path).cells
 
 
+def declared(path) -> dict | None:
+    """The parameters a chapter declares in its front matter (``mfattn: parameters:``), or ``None``
+    when it declares none there (a chapter with a ``PROFILES`` table).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+
+    Returns
+    -------
+    dict or None
+        ``{name: {profile: value, ..., "help": text}}`` in the order of the front matter.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is not a file, or an entry lacks its ``help`` or gives the profiles different
+        names.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import declared
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> table = declared(root / "notebooks" / "07-two-layer-baseline.md")
+    >>> sorted(table["T"])
+    ['ci', 'help', 'paper']
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: {path} is not a chapter source")
+    text = path.read_text()
+    if not text.startswith("---\n"):
+        return None
+    head = yaml.safe_load(text[4:text.index("\n---", 4)]) or {}
+    table = (head.get("mfattn") or {}).get("parameters")
+    if not table:
+        return None
+    names = None
+    for name, entry in table.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("help"), str):
+            raise ValueError(f"path: {path}: parameter {name!r} needs a mapping with its profiles and a help text")
+        profs = sorted(k for k in entry if k != "help")
+        if names is not None and profs != names:
+            raise ValueError(f"path: {path}: parameter {name!r} has profiles {profs}, the others {names}")
+        names = profs
+    return table
+
+
 def parameters(path) -> list[Parameter]:
     """The parameters of the chapter at ``path``, in the order of its parameters cell.
 
@@ -208,13 +270,19 @@ def parameters(path) -> list[Parameter]:
     for node in ast.parse(src).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             out.append(Parameter(node.targets[0].id, ast.literal_eval(node.value), comments.get(node.lineno, "")))
+    table = declared(path)
+    if table:  # the run settings of the cell, then the chapter's own parameters, cache_dir last
+        last = [p for p in out if p.name == "cache_dir"]
+        out = [p for p in out if p.name != "cache_dir"]
+        out += [Parameter(name, None, entry["help"]) for name, entry in table.items() if name not in {p.name for p in out}]
+        out += last
     return out
 
 
 def profiles(path) -> dict[str, dict]:
-    """The chapter's ``PROFILES`` table: ``{profile: {parameter: value}}``. The assignment is evaluated
-    on its own, with arithmetic and a few builtins (``dict``, ``range``, ``min``, ...), no names
-    from the chapter.
+    """The chapter's profiles: ``{profile: {parameter: value}}``, from its front matter (:func:`declared`),
+    else from its ``PROFILES`` table, whose assignment is evaluated on its own, with arithmetic and a
+    few builtins (``dict``, ``range``, ``min``, ...), no names from the chapter.
 
     Parameters
     ----------
@@ -230,7 +298,8 @@ def profiles(path) -> dict[str, dict]:
     Raises
     ------
     ValueError
-        If ``path`` is not a file or has no ``PROFILES = ...`` assignment in a code cell.
+        If ``path`` is not a file, or declares no parameters and has no ``PROFILES = ...`` assignment in
+        a code cell.
 
     Examples
     --------
@@ -243,6 +312,10 @@ def profiles(path) -> dict[str, dict]:
     >>> sorted(table)
     ['ci', 'paper']
     """
+    table = declared(path)
+    if table:
+        profs = [k for k in next(iter(table.values())) if k != "help"]
+        return {prof: {name: entry[prof] for name, entry in table.items()} for prof in profs}
     for cell in _cells(path):
         if cell.cell_type != "code":
             continue

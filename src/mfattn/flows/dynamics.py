@@ -42,6 +42,7 @@ __all__ = [
     "err_bound",
     "chaos_errors",
     "uniform_ball",
+    "initial_measure",
 ]
 
 
@@ -428,3 +429,63 @@ def chaos_errors(run: Trajectory, tags: torch.Tensor, reference_population: torc
         **({} if model is None else {"d25_tags": [abs(float(run.risk[j]) - float(model.risk(data, tags[j])))
                                                   for j in range(run.heads.shape[0])]}),
     }
+
+
+def initial_measure(model: ParticleModel, n: int, *, scale: float, generator: torch.Generator,
+                    law: str = "gauss") -> torch.Tensor:
+    r"""``n`` i.i.d. particles of the initial measure :math:`\rho_0`, in the model's dtype and device.
+
+    ``law="gauss"``: :math:`N(0, s^2 I)` with :math:`s` = ``scale`` (the book's default :math:`\rho_0`);
+    ``law="ball"``: uniform on the ball of radius :math:`R = s\sqrt{d_\omega + 2}`
+    (:func:`uniform_ball`), compactly supported as Assumption 3.2 asks and with the Gaussian's second
+    moment :math:`d_\omega s^2`. The ball's sampler draws the same Gaussian directions first, so the two
+    laws under one generator state differ only in the particles' norms. Draws are made on the CPU in
+    float64, so a seed gives the same particles on every device.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        Gives ``d_omega``, the dtype and the device.
+    n : int
+        Number of particles.
+    scale : float
+        The Gaussian's standard deviation :math:`s`, positive.
+    generator : torch.Generator
+        A CPU generator (e.g. :func:`mfattn.seeds.stream`).
+    law : str, default ``"gauss"``
+        ``"gauss"`` or ``"ball"``.
+
+    Returns
+    -------
+    Tensor (n, d_omega)
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.dynamics import initial_measure
+    >>> from mfattn.seeds import stream
+    >>> from mfattn.tasks import example
+    >>> model = example().model
+    >>> w = initial_measure(model, 4096, scale=0.5, generator=stream(0, "rho_0"))
+    >>> w.shape, round(float((w ** 2).sum(1).mean() / (24 * 0.25)), 1)   # E|w|^2 = d s^2
+    (torch.Size([4096, 24]), 1.0)
+    >>> b = initial_measure(model, 4096, scale=0.5, generator=stream(0, "rho_0"), law="ball")
+    >>> bool(b.norm(dim=1).max() <= 0.5 * 26 ** 0.5), round(float((b ** 2).sum(1).mean() / (24 * 0.25)), 1)
+    (True, 1.0)
+    """
+    check_positive(n, "n", integer=True)
+    check_positive(scale, "scale")
+    check_generator(generator)
+    if law == "gauss":
+        w = scale * torch.randn(n, model.d_omega, generator=generator, dtype=torch.float64)
+    elif law == "ball":
+        w = uniform_ball(n, model.d_omega, scale * math.sqrt(model.d_omega + 2), generator=generator)
+    else:
+        raise ValueError(f"law: expected 'gauss' or 'ball', got {law!r}")
+    return w.to(device=model.device, dtype=model.dtype)
+
