@@ -248,6 +248,13 @@ def test_replicate_runs_other_seeds_resumes_and_records_rates(tmp_path):
     # a second call resumes: no seed runs again
     assert run("replicate", "01", "--seeds", "3").returncode == 0
     assert log() == [0, 1, 2, 3]
+    # after a change of the chapter's code every seed runs again: a record never mixes in runs of old code
+    md = root / "notebooks" / "01-toy.md"
+    md.write_text(md.read_text().replace("cfg = resolve_profile(PROFILES, profile)",
+                                         "cfg = resolve_profile(PROFILES, profile)  # changed"))
+    assert run("run", "01", "--inplace", "--quiet").returncode == 0
+    assert run("replicate", "01", "--seeds", "3").returncode == 0
+    assert log() == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 @pytest.mark.parametrize("code", [-15, 143, 137, 130])

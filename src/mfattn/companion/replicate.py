@@ -322,17 +322,24 @@ def load(root: Path) -> dict:
 
 
 def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[dict], float]:
-    """One replicate: the chapter under ``seed``, in ``runs/CHAPTER/replicate/seed-S`` (reused when
-    it finished before), as a child ``python -m mfattn run`` so that several run at once."""
+    """One replicate: the chapter under ``seed``, in ``runs/CHAPTER/replicate/seed-S``, as a child
+    ``python -m mfattn run`` so that several run at once. A seed that finished before is reused only
+    when it ran the same code (:func:`mfattn.companion.runner.code_version`: the package and the
+    chapter's code cells); after any change it runs again."""
+    from .runner import code_version
+
     out = root / "runs" / src.stem / "replicate" / f"seed-{seed}"
     nb = out / f"{src.stem}.ipynb"
     done = out / "done.json"
+    version = code_version(src)
     if done.exists():
         d = json.loads(done.read_text())
-        if "error" in d:
-            return seed, d["error"], d["seconds"]
-        if nb.exists():
-            return seed, _records(nb), d["seconds"]
+        if d.get("code") == version:
+            if "error" in d:
+                return seed, d["error"], d["seconds"]
+            if nb.exists():
+                return seed, _records(nb), d["seconds"]
+        done.unlink()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "mfattn", "run", src.stem, "-p", "seed", str(seed), "--out", str(out), "--quiet"]
@@ -347,11 +354,11 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
             # a rerun resumes
             raise SystemExit(f"mfattn replicate: seed {seed} was interrupted (exit status {r.returncode}); "
                              "rerun the same command to resume")
-        done.write_text(json.dumps({"seconds": round(secs, 1), "error": error}))
+        done.write_text(json.dumps({"seconds": round(secs, 1), "error": error, "code": version}))
         if not quiet:
             print(f"mfattn replicate: {src.stem} seed {seed} FAILED in {secs:.0f} s: {error}", file=sys.stderr)
         return seed, error, secs
-    done.write_text(json.dumps({"seconds": round(secs, 1)}))
+    done.write_text(json.dumps({"seconds": round(secs, 1), "code": version}))
     if not quiet:
         print(f"mfattn replicate: {src.stem} seed {seed} done in {secs:.0f} s", file=sys.stderr)
     return seed, _records(nb), secs
