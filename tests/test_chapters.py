@@ -140,7 +140,7 @@ def test_params_command_prints_each_profile_value():
 
 def test_new_chapter_from_the_template_runs_and_builds(tmp_path):
     """`mfattn new` makes a chapter that lists itself in the table of contents, has a parameters cell,
-    profiles and a verdict, executes with `mfattn run`, and builds as a page of the book."""
+    parameters declared in its front matter and a verdict, executes with `mfattn run`, and builds as a page of the book."""
     import shutil
 
     root = tmp_path / "book"
@@ -153,7 +153,7 @@ def test_new_chapter_from_the_template_runs_and_builds(tmp_path):
     assert md.exists() and "notebooks/01-demo-check" in (root / "_toc.yml").read_text()
     nb = jupytext.read(md)
     assert [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    assert "PROFILES" in md.read_text() and "report(" in nb.cells[-1].source
+    assert "mfattn-parameters:" in md.read_text() and "setup(" in md.read_text() and "report(" in nb.cells[-1].source
     res = subprocess.run([sys.executable, "-m", "mfattn", "new", "demo-check"], cwd=root, capture_output=True, text=True)
     assert res.returncode != 0 and "exists" in res.stderr
     # executed into its committed notebook, which is what the book renders (it executes no chapter)
@@ -256,13 +256,13 @@ def test_front_matter_parameters_are_checked(tmp_path):
     from mfattn.chapters import declared
 
     md = tmp_path / "x.md"
-    md.write_text("---\nmfattn:\n  parameters:\n    T: {ci: 1.0, paper: 2.0}\n---\n")
+    md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0}\n---\n")
     with pytest.raises(ValueError, match="help"):
         declared(md)
-    md.write_text("---\nmfattn:\n  parameters:\n    T: {ci: 1.0, paper: 2.0, help: h}\n    N: {ci: 1, help: n}\n---\n")
+    md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0, help: h}\n  N: {ci: 1, help: n}\n---\n")
     with pytest.raises(ValueError, match="profiles"):
         declared(md)
     md.write_text("---\njupytext: {}\n---\n# a chapter\n")
     assert declared(md) is None
-    md.write_text("---\nmfattn:\n  parameters:\n    T: {ci: 1.0, paper: 2.0, help: horizon}\n---\n")
+    md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0, help: horizon}\n---\n")
     assert declared(md) == {"T": {"ci": 1.0, "paper": 2.0, "help": "horizon"}}

@@ -5,9 +5,8 @@ convention) with one ``name = value  # comment`` line per run setting (``profile
 ``seed``, ``cache_dir``). Its own parameters are declared once, as data, in the source's front
 matter, each with its value in every profile and what it means::
 
-    mfattn:
-      parameters:
-        T: {ci: 1.0, paper: 2.0, help: horizon of the dynamics}
+    mfattn-parameters:
+      T: {ci: 1.0, paper: 2.0, help: horizon of the dynamics}
 
 and :func:`mfattn.companion.book.setup` reads the same table when the chapter runs. (A chapter not
 yet moved to the front matter keeps its parameters at ``None`` in the cell and a ``PROFILES`` table in
@@ -174,8 +173,9 @@ def _cells(path: Path):
 
 
 def declared(path) -> dict | None:
-    """The parameters a chapter declares in its front matter (``mfattn: parameters:``), or ``None``
-    when it declares none there (a chapter with a ``PROFILES`` table).
+    """The parameters a chapter declares in its front matter (``mfattn-parameters:``), or ``None``
+    when it declares none there (a chapter with a ``PROFILES`` table). (The executed notebook's
+    ``mfattn`` metadata is the runner's provenance, a different key.)
 
     Parameters
     ----------
@@ -212,7 +212,7 @@ def declared(path) -> dict | None:
     if not text.startswith("---\n"):
         return None
     head = yaml.safe_load(text[4:text.index("\n---", 4)]) or {}
-    table = (head.get("mfattn") or {}).get("parameters")
+    table = head.get("mfattn-parameters")
     if not table:
         return None
     names = None
