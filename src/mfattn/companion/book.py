@@ -101,7 +101,7 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     (:func:`mfattn.companion.chapters.declared`), takes the profile named by ``namespace["profile"]``,
     applies every declared parameter that ``namespace`` sets (papermill injects ``-p NAME VALUE`` as a
     global of the notebook; each is checked as ``python -m mfattn run`` checks it), picks the device
-    (``namespace["device"]``), sets the figures' style (:func:`mfattn.plotting.use`) and shows the
+    (``namespace["device"]``), sets the figures' style (:func:`mfattn.companion.plotting.use`) and shows the
     parameter table (:func:`~mfattn.companion.render.show_config`).
 
     Parameters
@@ -117,7 +117,7 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     -------
     types.SimpleNamespace
         ``profile`` and every declared parameter, then ``seed``, ``device`` (a ``torch.device``) and
-        ``folder`` (``cache_dir``, or a new temporary folder: finished work of :mod:`mfattn.sweep`).
+        ``folder`` (``cache_dir``, or a new temporary folder: finished work of :mod:`mfattn.companion.sweep`).
 
     Raises
     ------
@@ -155,6 +155,8 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     from . import plotting
 
     plotting.use()
-    show_config(SimpleNamespace(**{k: v for k, v in vars(cfg).items() if k != "folder"}), src, namespace)
+    shown = {k: v for k, v in vars(cfg).items() if k != "folder"}
+    shown["device"] = values.get("device", "auto")  # as the reader set it; cfg.device is what it picked
+    show_config(SimpleNamespace(**shown), src, namespace)
     return cfg
 

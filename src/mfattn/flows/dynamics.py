@@ -31,10 +31,6 @@ from .integrate import (Constant, Decaying, Run, _check_start, _grid, as_profile
 from ..models.particles import ParticleModel
 
 __all__ = [
-    "Constant",
-    "Decaying",
-    "as_profile",
-    "rescaled_time",
     "Trajectory",
     "sgd",
     "ReferenceFlow",
@@ -451,7 +447,7 @@ def initial_measure(model: ParticleModel, n: int, *, scale: float, generator: to
     scale : float
         The Gaussian's standard deviation :math:`s`, positive.
     generator : torch.Generator
-        A CPU generator (e.g. :func:`mfattn.seeds.stream`).
+        A CPU generator (e.g. :func:`mfattn.flows.seeds.stream`).
     law : str, default ``"gauss"``
         ``"gauss"`` or ``"ball"``.
 

@@ -11,9 +11,9 @@ one result type, :class:`Run`, that saves and loads. What differs, the update ru
 ================ ================================================================ ====================
 name             update (``g = grad Phi`` on the step's samples)                  paper
 ================ ================================================================ ====================
-``sgd``          ``omega - 2 h zeta(t) g`` on ``batch_size`` sequences             (19)
-``gd``           the same on the whole dataset (the martingale term vanishes)      (19), drift of (21)
-``rk4``          classical Runge-Kutta for ``dW/dt = -2 zeta(t) g(W, t)``          (21)
+``sgd``          ``omega - 2 h zeta(t) g`` on ``batch_size`` sequences             eq. (19)
+``gd``           the same on the whole dataset (the martingale term vanishes)      eqs. (19), (21)
+``rk4``          classical Runge-Kutta for ``dW/dt = -2 zeta(t) g(W, t)``          eq. (21)
 ``heavy-ball``   ``b = mu b + 2 zeta g``, ``omega - h b`` (``torch.optim.SGD``)    chapter 08
 ``adam``         ``torch.optim.Adam``'s rule on ``2 zeta g``, per particle         chapter 08
 ================ ================================================================ ====================
