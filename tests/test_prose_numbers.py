@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.md"))
@@ -56,8 +57,23 @@ NUMBER = re.compile(r"(?<![\w.\\])\d+(?:\.\d+)?(?![\w])")
 
 
 def inputs(src: str) -> set[float]:
-    """Every numeric constant written in the chapter's code cells (parameters, profiles, constants)."""
+    """Every numeric constant written in the chapter's code cells (parameters, profiles, constants)
+    and in the parameters its front matter declares (``mfattn-parameters``: each profile's value)."""
     values = set()
+    head = re.match(r"\A---\n(.*?)\n---\n", src, re.S)
+    declared = (yaml.safe_load(head.group(1)) or {}).get("mfattn-parameters") or {} if head else {}
+
+    def numbers(v):
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                numbers(x)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            values.add(float(v))
+
+    for entry in declared.values():
+        for prof, v in entry.items():
+            if prof != "help":
+                numbers(v)
     for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", src, re.S):
         lines = cell.split("\n")
         if lines and lines[0] == "---":  # cell options in a YAML block

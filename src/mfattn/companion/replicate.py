@@ -324,7 +324,7 @@ def load(root: Path) -> dict:
 def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[dict], float]:
     """One replicate: the chapter under ``seed``, in ``runs/CHAPTER/replicate/seed-S``, as a child
     ``python -m mfattn run`` so that several run at once. A seed that finished before is reused only
-    when it ran the same code (:func:`mfattn.companion.runner.code_version`: the package and the
+    when it ran the same code (``mfattn.companion.runner.code_version``: the package and the
     chapter's code cells); after any change it runs again."""
     from .runner import code_version
 
