@@ -31,7 +31,7 @@ import torch
 
 from .._checks import check_dim, check_generator, check_positive, check_tensor
 from .particles import ParticleModel
-from .twolayer import RegressionData
+from .twolayer import RegressionData, TwoLayerModel
 
 __all__ = ["LinearModel", "linear_regression"]
 
@@ -116,40 +116,10 @@ class LinearModel(ParticleModel):
             raise ValueError(f"{name}: needs at least one particle")
         return heads
 
-    def check_data(self, data) -> RegressionData:
-        """The dataset, checked.
-
-        Parameters
-        ----------
-        data : RegressionData
-            ``X (n, d)`` and ``Y (n, 1)`` in the model's dtype and device.
-
-        Returns
-        -------
-        RegressionData
-            ``data`` itself.
-
-        Raises
-        ------
-        ValueError
-            Naming ``data`` when it is of another type, dtype, device or dimension.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from mfattn.linear import linear_regression
-        >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
-        >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
-        >>> model.check_data(data) is data
-        True
-        """
-        if not isinstance(data, RegressionData):
-            raise ValueError(f"data: expected a mfattn.twolayer.RegressionData, got {type(data).__name__}")
-        if data.X.dtype != self.dtype or data.X.device != self.device:
-            raise ValueError(f"data: dtype/device {data.X.dtype}/{data.X.device} differ from the model's "
-                             f"{self.dtype}/{self.device}")
-        check_dim(data.X, "data.X", 1, self.d, "d")
-        return data
+    # the same data and the same square loss as the two-layer network: its methods, not copies
+    check_data = TwoLayerModel.check_data
+    loss = TwoLayerModel.loss
+    loss_hessian = TwoLayerModel.loss_hessian
 
     def evaluate(self, X, Y, heads, weights, *, phi: bool = False):
         r"""Risk, residual, :math:`\nabla\Phi` and, with ``phi``, :math:`\Phi` at the atoms; no validation.
@@ -263,54 +233,6 @@ class LinearModel(ParticleModel):
         check_tensor(X, "X", ndim=2, dtype=self.dtype, device=self.device)
         check_dim(X, "X", 1, self.d, "d")
         return (self.check_heads(heads) @ X.T)[..., None]
-
-    def loss(self, Y, z) -> torch.Tensor:
-        """The square loss ``(z - y)^2 / 2`` of every sample.
-
-        Parameters
-        ----------
-        Y : Tensor (n, 1)
-        z : Tensor (n, 1)
-
-        Returns
-        -------
-        Tensor (n,)
-
-        Examples
-        --------
-        >>> import torch
-        >>> from mfattn.linear import linear_regression
-        >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
-        >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
-        >>> model.loss(torch.ones(2, 1), torch.zeros(2, 1)).tolist()
-        [0.5, 0.5]
-        """
-        return 0.5 * (z - Y).pow(2).sum(-1)
-
-    def loss_hessian(self, Y, z) -> torch.Tensor:
-        """The identity: the square loss is exactly quadratic.
-
-        Parameters
-        ----------
-        Y : Tensor (n, 1)
-        z : Tensor (n, 1)
-
-        Returns
-        -------
-        Tensor (n, 1, 1)
-
-        Examples
-        --------
-        >>> import torch
-        >>> from mfattn.linear import linear_regression
-        >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
-        >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
-        >>> model.loss_hessian(data.Y, data.Y).flatten().tolist()
-        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-        """
-        return torch.ones(*z.shape, 1, dtype=z.dtype, device=z.device)
-
-    # ----------------------------------------------------------------- closed form
 
     def exact_flow(self, data: RegressionData, heads0, times, zeta=1.0) -> torch.Tensor:
         r"""The characteristics (21) in closed form: the particles at each of ``times``, ``(R, N, d)``.

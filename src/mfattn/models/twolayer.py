@@ -667,38 +667,6 @@ class TwoLayerModel(ParticleModel):
         data, query, G = self.prepare(data, heads, weights, query)
         return self.grad_at(data.X, G, query)
 
-    def dissipation(self, data: RegressionData, heads, weights=None) -> torch.Tensor:
-        """``int |grad Phi|^2 d rho``, the rate at which the flow (time convention of (21)) lowers ``R / 2``.
-
-        Parameters
-        ----------
-        data : RegressionData
-            Inputs ``X (n, d)`` and targets ``Y (n, 1)``.
-        heads : Tensor (N, d_omega)
-            The neurons of the measure.
-        weights : Tensor (N,), optional
-            Their weights, on the simplex; uniform ``1 / N`` by default.
-
-        Returns
-        -------
-        Tensor ()
-            The dissipation.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
-        >>> g = torch.Generator().manual_seed(0)
-        >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
-        >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
-        >>> round(float(model.dissipation(data, heads)), 4), float(model.dissipation(data, teacher))
-        (0.0134, 0.0)
-        """
-        data = self.check_data(data)
-        heads, weights = self.check_measure(heads, weights)
-        return self.risk_and_dissipation(data.X, data.Y, heads, weights)[1]
-
-
 def teacher_regression(d: int, n: int, *, m_teacher: int = 4, activation: str = "tanh",
                        generator: torch.Generator, dtype=torch.float64, device="cpu"):
     """A teacher-student regression task for chapter 07: ``x ~ N(0, I_d)``, ``y = f(x; teacher)`` with
