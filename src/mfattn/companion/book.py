@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import torch
 
-from .render import _slug, number_html, report, show_config, verdict_anchor, verdict_table_html  # noqa: F401
+from .render import _slug, number_html, print_grid, report, show_config, verdict_anchor, verdict_table_html  # noqa: F401
 from .verdicts import (EVIDENCE, KINDS, RULES, Counterfactual, Verdict, all_passed, check_at_most,  # noqa: F401
                        check_close, check_fit, check_fit_at_most, check_within, decide, fmt, perturbed, shifted,
                        summary)

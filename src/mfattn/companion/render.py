@@ -13,7 +13,7 @@ import re
 
 from .verdicts import EVIDENCE, Verdict, fmt, summary  # noqa: F401  (fmt: the numbers the table shows)
 
-__all__ = ["number_html", "report", "show_config", "verdict_anchor", "verdict_table_html"]
+__all__ = ["number_html", "report", "show_config", "verdict_anchor", "verdict_table_html", "print_grid"]
 
 _PASS_STYLE = "background:#e3f2e6;color:#14532d"
 _FAIL_STYLE = "background:#fde2e1;color:#8b1111"
@@ -319,3 +319,49 @@ def show_config(cfg, source=None, values=None) -> None:
                  f'<code>python -m mfattn run CHAPTER -p NAME VALUE</code> sets one</caption>'
                  f'<thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>')
     _display(text, html_text)
+
+
+def print_grid(rows, cols, entry, *, width: int = 8, corner: str = "setting", label=str, parts: int = 2) -> None:
+    """Print a table of ``rows`` against ``cols`` in ``parts`` blocks of columns, one under the other,
+    so that a line fits the book's column (chapter 06's tables of counts by setting and beta).
+
+    Parameters
+    ----------
+    rows : iterable
+        The row keys, in order.
+    cols : sequence of float
+        The column keys (printed with ``g``), split into ``parts`` blocks of about equal length.
+    entry : callable
+        ``entry(row, col) -> str``, the text of a cell (right-aligned to ``width``), or ``None`` to
+        leave the cell out.
+    width : int, default 8
+        The width of a column.
+    corner : str, default "setting"
+        The head of the label column (22 characters wide).
+    label : callable, default str
+        The text of a row's label.
+    parts : int, default 2
+        The number of blocks, separated by an empty line.
+
+    Examples
+    --------
+    >>> from mfattn.render import print_grid
+    >>> print_grid(["a", "b"], [1, 2, 3], lambda r, c: f"{r}{c}", width=4, parts=2)
+    setting                  1   2
+    a                       a1  a2
+    b                       b1  b2
+    <BLANKLINE>
+    setting                  3
+    a                       a3
+    b                       b3
+    """
+    cols, rows = list(cols), list(rows)
+    size = -(-len(cols) // max(1, parts))
+    for k in range(0, len(cols), max(1, size)):
+        part = cols[k:k + size]
+        if k:
+            print()
+        print(f"{corner:22s}" + "".join(f"{c:>{width}g}" for c in part))
+        for r in rows:
+            cells = [entry(r, c) for c in part]
+            print(f"{label(r):22s}" + "".join(f"{e:>{width}s}" for e in cells if e is not None))

@@ -45,7 +45,7 @@ from .activations import get_activation
 
 __all__ = ["Perceptron", "TokenSystem", "uniform_sphere", "velocity", "energy", "step", "cluster_threshold",
            "cluster_labels", "anchored_counts", "cluster_masses", "arc_mass", "theorem35_weight", "mass_bound", "TokenRun",
-           "simulate"]
+           "simulate", "summarize", "SETTINGS"]
 
 
 # ----------------------------------------------------------------------------- perceptron
@@ -132,6 +132,31 @@ class Perceptron:
         g = torch.randn(units, d, generator=generator, dtype=torch.float64)
         s = scale * torch.randn(units, generator=generator, dtype=torch.float64)
         return cls((g / g.norm(dim=1, keepdim=True)).to(dtype), s.to(dtype), activation)
+
+    def to(self, device=None, *, activation: str | None = None) -> "Perceptron":
+        """The same perceptron on ``device``, with another activation if one is given.
+
+        Parameters
+        ----------
+        device : str or torch.device, optional
+            Where the directions and scales go (default: where they are).
+        activation : str, optional
+            A new ``sigma`` (default: this one's).
+
+        Returns
+        -------
+        Perceptron
+            With the same directions and scales.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tokens import Perceptron
+        >>> p = Perceptron.sample(2, generator=torch.Generator().manual_seed(0)).to("cpu", activation="gelu")
+        >>> p.activation, p.directions.device.type
+        ('gelu', 'cpu')
+        """
+        return Perceptron(self.directions.to(device), self.scales.to(device), activation or self.activation)
 
     def potential(self, X: torch.Tensor) -> torch.Tensor:
         """``V(x)`` at every row: ``(..., d) -> (...)``.
@@ -310,9 +335,87 @@ class TokenSystem:
         return cls(*(torch.cat([getattr(s, k) for s in systems]) for k in ("beta", "sign", "normalized", "mlp")),
                    per.pop() if per else None)
 
+    @classmethod
+    def settings(cls, settings, betas, perceptron: Perceptron | None = None, *, weight=None) -> "TokenSystem":
+        """One system for every pair of a setting and a beta, setting-major, on the perceptron's device.
+
+        Parameters
+        ----------
+        settings : iterable of (str, str, str)
+            ``(mode, direction, perceptron)`` triples as in :data:`SETTINGS`: mode ``"USA"`` or ``"SA"``,
+            direction ``"ascent"`` or ``"descent"``, perceptron ``"none"`` or the name of an activation
+            (which must be ``perceptron``'s: the systems share it).
+        betas : iterable of float
+            The inverse temperatures (> 0), one system each per setting.
+        perceptron : Perceptron, optional
+            Required when a setting has a perceptron.
+        weight : array-like (len(betas),), optional
+            The perceptron's weight per beta in the settings that have one (default 1; see
+            :func:`theorem35_weight`).
+
+        Returns
+        -------
+        TokenSystem
+            ``B = len(settings) * len(betas)`` systems; system ``i * len(betas) + j`` is setting ``i``
+            at ``betas[j]``.
+
+        Raises
+        ------
+        ValueError
+            Naming ``settings`` for an unknown mode, direction or a perceptron other than
+            ``perceptron``'s activation.
+
+        Examples
+        --------
+        >>> from mfattn.tokens import TokenSystem
+        >>> s = TokenSystem.settings([("USA", "ascent", "none"), ("SA", "descent", "none")], [1.0, 4.0])
+        >>> s.B, s.sign.tolist(), s.normalized.tolist()
+        (4, [1.0, 1.0, -1.0, -1.0], [False, False, True, True])
+        """
+        betas = [float(b) for b in betas]
+        w = torch.ones(len(betas), dtype=torch.float64) if weight is None else \
+            torch.as_tensor(np.asarray(weight, dtype=float), dtype=torch.float64)
+        parts = []
+        for setting in settings:
+            mode, direction, mlp = setting
+            if mode not in ("USA", "SA") or direction not in ("ascent", "descent"):
+                raise ValueError(f"settings: expected (USA|SA, ascent|descent, perceptron), got {setting!r}")
+            if mlp != "none" and (perceptron is None or perceptron.activation != mlp):
+                raise ValueError(f"settings: {setting!r} needs a perceptron with activation {mlp!r}")
+            g = cls.grid(betas, sign=1 if direction == "ascent" else -1, normalized=mode == "SA",
+                         mlp=mlp != "none", perceptron=perceptron if mlp != "none" else None)
+            parts.append(cls(g.beta, g.sign, g.normalized, g.mlp * w, g.perceptron))
+        system = cls.concat(parts)
+        return system.to(perceptron.directions.device) if perceptron is not None else system
+
+    def to(self, device) -> "TokenSystem":
+        """The same systems with their tensors on ``device`` (the perceptron as it is).
+
+        Parameters
+        ----------
+        device : str or torch.device
+
+        Returns
+        -------
+        TokenSystem
+
+        Examples
+        --------
+        >>> from mfattn.tokens import TokenSystem
+        >>> TokenSystem.grid([1.0]).to("cpu").beta.device.type
+        'cpu'
+        """
+        return TokenSystem(self.beta.to(device), self.sign.to(device), self.normalized.to(device),
+                           self.mlp.to(device), self.perceptron)
+
     @property
     def B(self) -> int:
         return self.beta.shape[0]
+
+
+#: The twelve settings of chapter 06, ``(mode, direction, perceptron)``: USA or SA, ascent or descent,
+#: without a perceptron or with a ReLU or GeLU one.
+SETTINGS = tuple((m, d, p) for m in ("USA", "SA") for d in ("ascent", "descent") for p in ("none", "relu", "gelu"))
 
 
 def _check_X(X, system: TokenSystem) -> torch.Tensor:
@@ -966,3 +1069,59 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
     bar.close()
     return TokenRun(X, np.array(rec["steps"]), np.stack(rec["energy"]), np.stack(rec["counts"]),
                     np.stack(rec["speed"]), stop, conv, kept, thr)
+
+
+def summarize(run: TokenRun, system: TokenSystem, *, dt: float, paths: bool = False) -> dict:
+    """What chapter 06 reads off a batched run, system by system, as JSON-ready lists.
+
+    Parameters
+    ----------
+    run : TokenRun
+        The run of ``system`` (:func:`simulate`).
+    system : TokenSystem
+        Its systems.
+    dt : float
+        The step of the run (> 0), to turn steps into times.
+    paths : bool, default False
+        Whether to add the energy and the cluster count at every snapshot.
+
+    Returns
+    -------
+    dict
+        Lists of length ``B``: ``beta``; ``count`` (clusters at the stop, :func:`cluster_labels`);
+        ``anchored`` (:func:`anchored_counts`, the public code's rule on the circle; ``None`` for
+        ``d > 2``); ``converged``;
+        ``stop_t`` (time of the stop); ``masses`` (every cluster's mass, heaviest first,
+        :func:`cluster_masses`); ``heaviest``; ``against`` (the largest decrease of the energy from
+        one snapshot to the next under ascent, of increase under descent: 0 for a gradient flow
+        of ``F`` up to the integrator's error); ``sphere_error`` (one number: the largest
+        ``| |x_i| - 1 |``). With ``paths``: ``t (S,)``, ``energy`` and ``count_path``, each ``B`` lists of
+        ``S``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.tokens import TokenSystem, simulate, summarize, uniform_sphere
+    >>> s = TokenSystem.grid([1.0, 25.0])
+    >>> run = simulate(uniform_sphere(2, 8, 2, generator=torch.Generator().manual_seed(0)), s, dt=0.1,
+    ...                max_steps=300, snapshot_every=20, window=3, drift_tol=1e-3, progress=False)
+    >>> out = summarize(run, s, dt=0.1)
+    >>> out["count"], out["converged"], out["stop_t"], out["against"]
+    ([1, 5], [True, False], [16.0, 30.0], [0.0, 0.0])
+    """
+    check_positive(dt, "dt")
+    labels, _ = cluster_labels(run.X, run.threshold)
+    masses = cluster_masses(labels)
+    sign = system.sign.cpu().numpy()
+    against = np.maximum(0.0, -(sign * np.diff(run.energy, axis=0)).min(0)) if len(run.steps) > 1 else \
+        np.zeros(system.B)
+    circle = run.X.shape[2] == 2
+    out = {"beta": system.beta.tolist(), "count": run.counts[-1].tolist(),
+           "anchored": anchored_counts(run.X, run.threshold).tolist() if circle else None,
+           "converged": run.converged.tolist(),
+           "stop_t": (run.stop_step * dt).tolist(), "masses": [m.tolist() for m in masses],
+           "heaviest": [float(m[0]) for m in masses], "against": against.tolist(),
+           "sphere_error": float((run.X.norm(dim=-1) - 1).abs().max())}
+    if paths:
+        out |= {"t": (run.steps * dt).tolist(), "energy": run.energy.T.tolist(), "count_path": run.counts.T.tolist()}
+    return out
