@@ -550,11 +550,8 @@ def inward_products(model: HeadModel, data: Dataset, heads, weights, ball: Ball,
     >>> import torch
     >>> from mfattn.longtime import inward_products
     >>> from mfattn.static import Ball
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
-    >>> heads = torch.randn(5, model.d_omega, generator=torch.Generator().manual_seed(0),
-    ...                     dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, data, heads, _ = example()
     >>> chk = inward_products(model, data, heads, None, Ball(3.0), n_points=4,
     ...                       generator=torch.Generator().manual_seed(1))
     >>> W_Q, W_K, W_V, W_O = model.unpack(chk.points)

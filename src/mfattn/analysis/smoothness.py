@@ -214,16 +214,14 @@ def pad_heads(heads: torch.Tensor, d_k: int, d_x: int) -> torch.Tensor:
     >>> import torch
     >>> from mfattn.model import HeadModel
     >>> from mfattn.smoothness import pad_heads
-    >>> g = torch.Generator().manual_seed(0)
-    >>> small = HeadModel(torch.eye(3, 4, dtype=torch.float64), d_k=2)
-    >>> big = HeadModel(torch.eye(5, 4, dtype=torch.float64), d_k=2)
-    >>> h = torch.randn(2, small.d_omega, generator=g, dtype=torch.float64)
-    >>> X = torch.randn(1, 6, 3, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> small, data, h, _ = example()  # d_x0 = 3
+    >>> big = HeadModel(torch.nn.functional.pad(small.W_out, (0, 0, 0, 2)), d_k=2)  # d_x = 5
     >>> H = pad_heads(h, d_k=2, d_x=5)
-    >>> XX = torch.nn.functional.pad(X, (0, 2))
+    >>> XX = torch.nn.functional.pad(data.X, (0, 2))
     >>> H.shape, bool(torch.allclose(H.norm(dim=1), h.norm(dim=1)))
-    (torch.Size([2, 40]), True)
-    >>> bool(torch.allclose(big.features(XX, H), small.features(X, h)))
+    (torch.Size([5, 40]), True)
+    >>> bool(torch.allclose(big.features(XX, H), small.features(data.X, h)))
     True
     """
     check_tensor(heads, "heads")

@@ -118,18 +118,16 @@ def group_action(model: HeadModel, omega: torch.Tensor, G: torch.Tensor, M: torc
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> omega = heads[0]
     >>> from mfattn.stability import group_action
     >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
     >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
     >>> moved = group_action(model, omega, G, M)
     >>> moved.shape
     torch.Size([24])
-    >>> X = task.data.X
+    >>> X = data.X
     >>> torch.allclose(model.features(X, moved[None]), model.features(X, omega[None]))
     True
     """
@@ -173,11 +171,9 @@ def orbit_generators(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, heads, _ = example()
+    >>> omega = heads[0]
     >>> from mfattn.stability import orbit_generators
     >>> gens = orbit_generators(model, omega)
     >>> gens.shape
@@ -220,14 +216,12 @@ def dilation_direction(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> omega = heads[0]
     >>> from mfattn.stability import dilation_direction
     >>> d = dilation_direction(model, omega)
-    >>> X = task.data.X
+    >>> X = data.X
     >>> psi = model.features(X, omega[None])
     >>> torch.allclose(model.features(X, (omega + 0.5 * d)[None]), 1.5 * psi)
     True
@@ -268,11 +262,9 @@ def canonical_point(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, heads, _ = example()
+    >>> omega = heads[0]
     >>> from mfattn.stability import canonical_point, group_action
     >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
     >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
@@ -354,11 +346,9 @@ def named_tangent(model: HeadModel, omega: torch.Tensor, a: int = 0, b: int = 0)
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, heads, _ = example()
+    >>> omega = heads[0]
     >>> from mfattn.stability import named_tangent, orbit_tangent
     >>> t = named_tangent(model, omega, a=0, b=1)
     >>> t.shape, round(float(t.norm()), 6)
@@ -392,11 +382,9 @@ class OrbitTangent(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, heads, _ = example()
+    >>> omega = heads[0]
     >>> from mfattn.stability import orbit_tangent
     >>> tangent = orbit_tangent(model, omega)
     >>> tangent.dim, tangent.basis.shape, tangent.complement.shape
@@ -443,11 +431,9 @@ def orbit_tangent(model: HeadModel, omega: torch.Tensor, *, rtol: float = 1e-10)
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, heads, _ = example()
+    >>> omega = heads[0]
     >>> from mfattn.stability import orbit_tangent
     >>> orbit_tangent(model, omega).dim  # 2 d_k^2
     8
@@ -530,11 +516,9 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, h, _ = example()
+    >>> omega = h[0]
     >>> from mfattn.stability import group_action, orbit_distance
     >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
     >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
@@ -924,15 +908,13 @@ def lifted_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor) -> torc
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import lifted_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
-    >>> w = torch.randn(model.d_omega, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    >>> HL = lifted_hessian(model, data, w[None])  # one state: the Hessian of the single-head risk, H_tr
-    >>> bool(torch.allclose(HL, model.translation_hessian(data, w)))
+    >>> model, data, heads, _ = example()
+    >>> HL = lifted_hessian(model, data, heads[:1])  # one state: the Hessian of the single-head risk, H_tr
+    >>> bool(torch.allclose(HL, model.translation_hessian(data, heads[0])))
     True
-    >>> lifted_hessian(model, data, w[None].repeat(2, 1)).shape
+    >>> lifted_hessian(model, data, heads[:2]).shape
     torch.Size([48, 48])
     """
     model = _check_model(model)
@@ -975,10 +957,9 @@ def lifted_monotonicity(model: HeadModel, data: Dataset, a: torch.Tensor, b: tor
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import lifted_monotonicity, zero_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
+    >>> model, data, _, _ = example()
     >>> zh = zero_hessian(model, data)  # at the saddle 0, along its lowest direction: -sigma_1(C)
     >>> q = lifted_monotonicity(model, data, 1e-4 * zh.v_min[None], torch.zeros(1, model.d_omega, dtype=torch.float64))
     >>> bool(abs(q[0] / zh.eigenvalues[0] - 1) < 1e-6)
@@ -1127,11 +1108,9 @@ def translate(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, h, _ = example()
+    >>> omega = h[0]
     >>> from mfattn.stability import dilation_direction, translate
     >>> heads = translate(model, omega, dilation_direction(model, omega), 0.1)
     >>> heads.shape, round(float((heads[0] - omega).norm()), 6)
@@ -1165,11 +1144,9 @@ def split(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) ->
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, h, _ = example()
+    >>> omega = h[0]
     >>> from mfattn.stability import named_tangent, split
     >>> heads = split(model, omega, named_tangent(model, omega), 0.1)
     >>> heads.shape, torch.allclose(heads.mean(0), omega)
@@ -1205,11 +1182,9 @@ def cloud(model: HeadModel, omega: torch.Tensor, r0: float, n: int, *, generator
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model = task.model
-    >>> g = torch.Generator().manual_seed(0)
-    >>> omega = torch.randn(model.d_omega, generator=g, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, _, h, _ = example()
+    >>> omega = h[0]
     >>> from mfattn.stability import cloud
     >>> heads = cloud(model, omega, 0.2, 5, generator=torch.Generator().manual_seed(1))
     >>> heads.shape, bool(((heads - omega).norm(dim=1) <= 0.2).all())
@@ -1319,10 +1294,9 @@ class PerturbationRun(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import perturbation_run, translate, zero_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
+    >>> model, data, _, _ = example()
     >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
     >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
     >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
@@ -1353,10 +1327,9 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.tasks import example
         >>> from mfattn.stability import perturbation_run, translate, zero_hessian
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
+        >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
         >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
@@ -1387,10 +1360,9 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.tasks import example
         >>> from mfattn.stability import perturbation_run, translate, zero_hessian
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
+        >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
         >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
@@ -1426,10 +1398,9 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.tasks import example
         >>> from mfattn.stability import perturbation_run, translate, zero_hessian
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
+        >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
         >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
@@ -1458,10 +1429,9 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.tasks import example
         >>> from mfattn.stability import perturbation_run, translate, zero_hessian
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
+        >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
         >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
@@ -1512,10 +1482,9 @@ def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omeg
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import perturbation_run, translate, zero_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
+    >>> model, data, _, _ = example()
     >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
     >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
     >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
@@ -1619,10 +1588,9 @@ def initial_rate(times, values, *, points: int = 5) -> float:
     :func:`predicted_rate` says:
 
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.tasks import example
     >>> from mfattn.stability import perturbation_run, predicted_rate, translate, zero_hessian
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
+    >>> model, data, _, _ = example()
     >>> zh, zero = zero_hessian(model, data), torch.zeros(model.d_omega, dtype=torch.float64)
     >>> heads0 = translate(model, zero, zh.v_min, 0.01)
     >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)

@@ -323,14 +323,12 @@ class PhiMinimum(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import Ball, minimize_first_variation
+    >>> model, data, heads, w = example()  # d_omega = 4 d_x d_k = 24
     >>> g = torch.Generator().manual_seed(0)
-    >>> d = T.model.d_omega  # 4 d_x d_k = 24
-    >>> heads = torch.randn(2, d, generator=g, dtype=torch.float64) / 2
     >>> mn = minimize_first_variation(
-    ...     T.model, T.data, heads, None, Ball(8.0), generator=g,
+    ...     model, data, heads, w, Ball(8.0), generator=g,
     ...     n_starts=4, iters=10)
     >>> mn.points.shape, mn.n_starts, mn.n_random
     (torch.Size([4, 24]), 4, 4)
@@ -473,18 +471,16 @@ def minimize_first_variation(
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import Ball, minimize_first_variation
+    >>> model, data, heads, w = example()  # d_omega = 4 d_x d_k = 24
     >>> ball = Ball(8.0)
     >>> g = torch.Generator().manual_seed(0)
-    >>> d = T.model.d_omega  # 4 d_x d_k = 24
-    >>> heads = torch.randn(2, d, generator=g, dtype=torch.float64) / 2
     >>> mn = minimize_first_variation(
-    ...     T.model, T.data, heads, None, ball, generator=g,
+    ...     model, data, heads, w, ball, generator=g,
     ...     n_starts=4, starts=heads, iters=10)
-    >>> mn.points.shape, mn.n_random
-    (torch.Size([6, 24]), 4)
+    >>> mn.points.shape, mn.n_random  # 4 random starts and the 5 atoms
+    (torch.Size([9, 24]), 4)
     >>> mn.value < 0  # min_K Phi <= 0
     True
     >>> round(float(ball.norm(mn.omega)), 6)  # on the sphere
@@ -616,18 +612,16 @@ def certificate(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, 
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import Ball, certificate
+    >>> model, data, heads, w = example()
     >>> g = torch.Generator().manual_seed(0)
-    >>> d = T.model.d_omega  # 4 d_x d_k = 24
-    >>> heads = torch.randn(2, d, generator=g, dtype=torch.float64) / 2
-    >>> c = certificate(T.model, T.data, heads, None, Ball(8.0),
+    >>> c = certificate(model, data, heads, w, Ball(8.0),
     ...                 generator=g, n_starts=4, iters=10)
     >>> c.gap > 0, c.lower < c.upper
     (True, True)
-    >>> c.minimum.n_starts  # 4 random starts and the 2 atoms
-    6
+    >>> c.minimum.n_starts  # 4 random starts and the 5 atoms
+    9
     """
     require_heads(model, "certificate")
     ball = check_ball(ball)
@@ -749,12 +743,12 @@ class MeanFieldOptimum:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import Ball, mean_field_optimum
+    >>> model, data, _, _ = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> opt = mean_field_optimum(
-    ...     T.model, T.data, Ball(8.0), generator=g, n_atoms0=2,
+    ...     model, data, Ball(8.0), generator=g, n_atoms0=2,
     ...     outer=1, n_starts=4, iters=10, maxiter=10, final_starts=4,
     ...     progress=False)
     >>> lower, upper = opt.bracket
@@ -1009,15 +1003,15 @@ def consolidate(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, weights:
     atom, consolidate to one atom:
 
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import consolidate
-    >>> h = T.teacher_heads[:1]
-    >>> W_Q, W_K, W_V, W_O = T.model.unpack(h)
-    >>> twin = T.model.pack(W_Q, W_K, -W_V, -W_O)
-    >>> heads = torch.cat([h, twin, T.teacher_heads[1:2]])
+    >>> model, data, drawn, _ = example()
+    >>> h = drawn[:1]
+    >>> W_Q, W_K, W_V, W_O = model.unpack(h)
+    >>> twin = model.pack(W_Q, W_K, -W_V, -W_O)
+    >>> heads = torch.cat([h, twin, drawn[1:2]])
     >>> w = torch.tensor([0.6, 0.4 - 1e-9, 1e-9], dtype=torch.float64)
-    >>> H, W = consolidate(T.model, T.data.X, heads, w)
+    >>> H, W = consolidate(model, data.X, heads, w)
     >>> H.shape, W.tolist(), bool(torch.equal(H[0], h[0]))
     (torch.Size([1, 24]), [1.0], True)
     """
@@ -1069,15 +1063,15 @@ class FiniteOptimum(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import Ball, finite_head_optimum
+    >>> model, data, heads, _ = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> fo = finite_head_optimum(
-    ...     T.model, T.data, 3, Ball(8.0), generator=g, n_random=1,
-    ...     inits={"teacher": T.teacher_heads}, iters=10, polish_max=0)
+    ...     model, data, 3, Ball(8.0), generator=g, n_random=1,
+    ...     inits={"drawn": heads[:3]}, iters=10, polish_max=0)
     >>> fo.heads.shape, fo.values.shape, fo.labels
-    (torch.Size([3, 24]), torch.Size([2]), ('random', 'teacher'))
+    (torch.Size([3, 24]), torch.Size([2]), ('random', 'drawn'))
     """
 
     heads: torch.Tensor  # (N, d_omega) the best configuration found
@@ -1447,11 +1441,10 @@ def iid_gap_coefficient(model: ParticleModel, data, heads, weights=None) -> floa
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import iid_gap_coefficient
-    >>> c = iid_gap_coefficient(T.model, T.data, T.teacher_heads,
-    ...                         T.teacher_weights)
+    >>> model, data, heads, w = example()
+    >>> c = iid_gap_coefficient(model, data, heads, w)
     >>> isinstance(c, float), c > 0
     (True, True)
     """
@@ -1503,13 +1496,13 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
-    >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+    >>> from mfattn.tasks import example
     >>> from mfattn.static import Ball, feature_sup
+    >>> model, data, heads, _ = example()
     >>> g = torch.Generator().manual_seed(0)
-    >>> B = feature_sup(T.model, T.data.X, Ball(8.0), generator=g,
+    >>> B = feature_sup(model, data.X, Ball(8.0), generator=g,
     ...                 n_starts=4, iters=10)
-    >>> psi = T.model.features(T.data.X, T.teacher_heads)  # inside K
+    >>> psi = model.features(data.X, heads)  # the heads have norms below 6.4: inside K
     >>> B >= float(psi.norm(dim=-1).max())
     True
     """

@@ -392,9 +392,8 @@ def chaos_errors(run: Trajectory, tags: torch.Tensor, reference_population: torc
     --------
     >>> import torch
     >>> from mfattn.dynamics import chaos_errors, reference_flow, sgd
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
+    >>> from mfattn.tasks import example
+    >>> model, data, _, _ = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> cloud = torch.randn(12, model.d_omega, generator=g, dtype=torch.float64)
     >>> h0 = torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)

@@ -113,11 +113,11 @@ class ShardedHeadModel(HeadModel):
         The lines marked ``+SKIP`` need an initialised process group (torchrun and :func:`init`):
 
         >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> from mfattn.tasks import example
+        >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
-        >>> model = ShardedHeadModel.from_model(task.model)  # doctest: +SKIP
-        >>> model.d_omega == task.model.d_omega  # doctest: +SKIP
+        >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
+        >>> model.d_omega == plain.d_omega  # doctest: +SKIP
         True
         """
         return cls(model.W_out, model.d_k, group=group, chunk_size=model.chunk_size,
@@ -144,10 +144,10 @@ class ShardedHeadModel(HeadModel):
 
         >>> import torch
         >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> from mfattn.tasks import example
+        >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
-        >>> model = ShardedHeadModel.from_model(task.model)  # doctest: +SKIP
+        >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
         >>> model.to(dtype=torch.float32).dtype  # doctest: +SKIP
         torch.float32
         """
@@ -176,16 +176,16 @@ class ShardedHeadModel(HeadModel):
 
         >>> import torch
         >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> from mfattn.tasks import example
+        >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
-        >>> model = ShardedHeadModel.from_model(task.model)  # doctest: +SKIP
+        >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
         >>> model.reduce(torch.tensor([1.0 + rank])).tolist()  # doctest: +SKIP
         [3.0]
 
         In one process the plain model's ``reduce`` is the identity:
 
-        >>> task.model.reduce(torch.tensor([1.0])).tolist()
+        >>> plain.reduce(torch.tensor([1.0])).tolist()
         [1.0]
         """
         t = t.clone()
@@ -211,10 +211,10 @@ class ShardedHeadModel(HeadModel):
         on two processes holding 3 and 2 heads:
 
         >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> from mfattn.tasks import example
+        >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
-        >>> model = ShardedHeadModel.from_model(task.model)  # doctest: +SKIP
+        >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
         >>> model.total_heads(3 - rank)  # doctest: +SKIP
         5
         """
@@ -248,10 +248,10 @@ class ShardedHeadModel(HeadModel):
 
         >>> import torch
         >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
+        >>> from mfattn.tasks import example
+        >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
-        >>> model = ShardedHeadModel.from_model(task.model)  # doctest: +SKIP
+        >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
         >>> heads = torch.zeros(3 - rank, model.d_omega, dtype=torch.float64)  # doctest: +SKIP
         >>> model.check_weights(None, heads).tolist()  # on rank 1  # doctest: +SKIP
         [0.2, 0.2]

@@ -392,13 +392,11 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     >>> import torch
     >>> from mfattn import fused
     >>> from mfattn.model import HeadModel
-    >>> g = torch.Generator().manual_seed(0)
-    >>> model = HeadModel(torch.randn(3, 4, generator=g, dtype=torch.float64), d_k=2, fused=False)
-    >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-    >>> X = torch.randn(2, 6, 3, generator=g, dtype=torch.float64)
-    >>> w = torch.full((5,), 0.2, dtype=torch.float64)
-    >>> z = fused.head_sum(X, heads, w, 2) @ model.W_out
-    >>> bool(torch.allclose(z, model.logits(X, heads), rtol=1e-12, atol=0))  # the torch path
+    >>> from mfattn.tasks import example
+    >>> model, data, heads, w = example()
+    >>> torch_path = HeadModel(model.W_out, d_k=2, fused=False)
+    >>> z = fused.head_sum(data.X, heads, w, 2) @ model.W_out
+    >>> bool(torch.allclose(z, torch_path.logits(data.X, heads, w), rtol=1e-12, atol=0))
     True
     """
     _threads()
@@ -452,12 +450,8 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     --------
     >>> import torch
     >>> from mfattn import fused
-    >>> from mfattn.tasks import teacher_task
-    >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> model, data = task.model, task.data
-    >>> g = torch.Generator().manual_seed(0)
-    >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-    >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+    >>> from mfattn.tasks import example
+    >>> model, data, heads, w = example()
     >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
     >>> grad, phi = fused.head_pass(data.X, G, heads, 2)
     >>> grad.shape, phi.shape

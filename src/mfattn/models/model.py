@@ -211,8 +211,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.model import HeadModel
-        >>> model = HeadModel(torch.ones(3, 4, dtype=torch.float64), d_k=2)
+        >>> from mfattn.tasks import example
+        >>> model = example().model
         >>> W_Q, W_K, W_V, W_O = model.unpack(torch.arange(24, dtype=torch.float64))
         >>> W_Q.shape, W_O.shape
         (torch.Size([3, 2]), torch.Size([2, 3]))
@@ -252,10 +252,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.model import HeadModel
-        >>> model = HeadModel(torch.ones(3, 4, dtype=torch.float64), d_k=2)
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, _, heads, _ = example()
         >>> bool(torch.equal(model.pack(*model.unpack(heads)), heads))
         True
         """
@@ -285,8 +283,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.model import HeadModel
-        >>> model = HeadModel(torch.ones(3, 4, dtype=torch.float64), d_k=2)
+        >>> from mfattn.tasks import example
+        >>> model = example().model
         >>> model.check_heads(torch.zeros(5, 24, dtype=torch.float64)).shape
         torch.Size([5, 24])
         >>> model.check_heads(torch.zeros(5, 20, dtype=torch.float64), "query")
@@ -321,8 +319,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.model import HeadModel
-        >>> model = HeadModel(torch.ones(3, 4, dtype=torch.float64), d_k=2)
+        >>> from mfattn.tasks import example
+        >>> model = example().model
         >>> model.check_X(torch.zeros(2, 5, 3, dtype=torch.float64)).shape
         torch.Size([2, 5, 3])
         >>> model.check_X(torch.zeros(2, 5, 3, dtype=torch.float32))
@@ -886,11 +884,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> data_, query, heads_, w, G = model.prepare(data, heads, None)
         >>> query is heads, w.tolist(), G.shape
         (True, [0.2, 0.2, 0.2, 0.2, 0.2], torch.Size([4, 3, 3]))
@@ -1028,15 +1023,11 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()  # uniform weights w = 0.2
         >>> F = model.features(data.X, heads)
         >>> F.shape
         torch.Size([5, 4, 3, 4])
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
         >>> bool(torch.allclose(torch.einsum("i,iblv->blv", w, F), model.logits(data.X, heads, w)))
         True
         """
@@ -1112,11 +1103,9 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example, teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)  # example()'s task and its teacher
+        >>> model, data, heads, _ = example()
         >>> round(float(model.risk(data, task.teacher_heads)), 4), round(task.optimal_risk, 4)
         (1.2685, 1.2685)
         >>> bool(model.risk(data, heads) > task.optimal_risk)
@@ -1225,11 +1214,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, _ = example()
         >>> g = model.per_sample_grad_first_variation(data, heads, heads)
         >>> g.shape, bool(torch.allclose(g.mean(0), model.grad_first_variation(data, heads, heads)))
         (torch.Size([4, 5, 24]), True)
@@ -1293,12 +1279,9 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-        >>> model, data = task.model, task.data
-        >>> g = torch.Generator().manual_seed(0)
-        >>> heads = torch.randn(5, model.d_omega, generator=g, dtype=torch.float64)
-        >>> w = torch.full((5,), 0.2, dtype=torch.float64)
+        >>> from mfattn.tasks import example, teacher_task
+        >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)  # example()'s task and its teacher
+        >>> model, data, heads, w = example()
         >>> grad = model.grad_first_variation(data, heads, heads, w)
         >>> bool(torch.allclose(model.dissipation(data, heads, w), (w * (grad**2).sum(-1)).sum()))
         True
@@ -1368,8 +1351,8 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.model import HeadModel
-        >>> model = HeadModel(torch.ones(3, 4, dtype=torch.float64), d_k=2)
+        >>> from mfattn.tasks import example
+        >>> model = example().model
         >>> model.check_omega(torch.zeros(24, dtype=torch.float64)).shape
         torch.Size([24])
         >>> model.check_omega(torch.zeros(1, 24, dtype=torch.float64))

@@ -103,8 +103,8 @@ class ParticleModel:
     Examples
     --------
     >>> from mfattn.particles import ParticleModel
-    >>> from mfattn.tasks import teacher_task
-    >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+    >>> from mfattn.tasks import example
+    >>> model = example().model
     >>> isinstance(model, ParticleModel), model.d_omega, model.dtype
     (True, 24, torch.float64)
     """
@@ -175,8 +175,8 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+        >>> from mfattn.tasks import example
+        >>> model = example().model
         >>> heads = torch.zeros(5, model.d_omega, dtype=torch.float64)
         >>> model.check_heads(heads) is heads
         True
@@ -596,8 +596,8 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+        >>> from mfattn.tasks import example
+        >>> model = example().model
         >>> heads, weights = model.check_measure(torch.zeros(4, 24, dtype=torch.float64), None)
         >>> weights.tolist()
         [0.25, 0.25, 0.25, 0.25]
@@ -628,8 +628,8 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
-        >>> model = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0).model
+        >>> from mfattn.tasks import example
+        >>> model = example().model
         >>> heads = torch.zeros(2, model.d_omega, dtype=torch.float64)
         >>> model.check_weights(None, heads).tolist()
         [0.5, 0.5]
