@@ -1113,7 +1113,8 @@ def summarize(run: TokenRun, system: TokenSystem, *, dt: float, paths: bool = Fa
     labels, _ = cluster_labels(run.X, run.threshold)
     masses = cluster_masses(labels)
     sign = system.sign.cpu().numpy()
-    against = np.maximum(0.0, -(sign * np.diff(run.energy, axis=0)).min(0)) if len(run.steps) > 1 else \
+    # + 0.0 turns the -0.0 of a flat energy into 0.0
+    against = np.maximum(0.0, -(sign * np.diff(run.energy, axis=0)).min(0)) + 0.0 if len(run.steps) > 1 else \
         np.zeros(system.B)
     circle = run.X.shape[2] == 2
     out = {"beta": system.beta.tolist(), "count": run.counts[-1].tolist(),
