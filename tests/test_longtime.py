@@ -165,3 +165,22 @@ def test_reference_flow_records_the_risk_and_dissipation_of_its_population(task)
                        statistics={"radius": radius})
     assert torch.equal(k.population, f.population[:, :2]) and torch.equal(k.final, f.population[-1])
     assert k.stats["radius"].tolist() == [radius(W) for W in f.population]
+
+
+def test_resolved_until_finds_where_a_run_leaves_the_flow():
+    """A Runge-Kutta run at a small step satisfies -dE/dt = 2 I at every record, so it is resolved to
+    its end; the same records with the risk's fall slowed by a factor 2 after a time t0 (what an
+    integrator oscillating across a stiff valley shows) are resolved up to the record before t0."""
+    from mfattn.dynamics import reference_flow
+    from mfattn.longtime import resolved_until
+    from mfattn.tasks import example
+
+    model, data, h0, _ = example()
+    f = reference_flow(model, data, h0, T=2.0, step=0.01, record_every=0.01, progress=False)
+    t, E, I = f.times.numpy(), f.risk.numpy(), f.dissipation.numpy()
+    assert resolved_until(t, E, I) == t[-1]
+    k0 = 120
+    slow = np.concatenate([E[:k0], E[k0 - 1] + 0.5 * (E[k0:] - E[k0 - 1])])
+    assert resolved_until(t, slow, I) == t[k0 - 2]  # the record before the first one judged off
+    with pytest.raises(ValueError, match="rtol"):
+        resolved_until(t, E, I, rtol=0.0)

@@ -249,3 +249,43 @@ def test_arc_mass_against_brute_force():
         assert got[b] == best / n
     with pytest.raises(ValueError, match="X"):
         tk.arc_mass(tk.uniform_sphere(1, 4, 3, generator=g), 0.1)
+
+
+def test_settings_grid_order_weight_and_refusals():
+    """TokenSystem.settings: system i * len(betas) + j is setting i at betas[j]; the perceptron's weight
+    is the given one where a setting has a perceptron and 0 elsewhere; a setting whose activation is
+    not the perceptron's is refused."""
+    per = tk.Perceptron.sample(2, generator=torch.Generator().manual_seed(3), activation="gelu")
+    chosen = [("USA", "ascent", "none"), ("SA", "descent", "gelu")]
+    w = [0.5, 0.25, 0.125]
+    s = tk.TokenSystem.settings(chosen, [1.0, 2.0, 4.0], per, weight=w)
+    assert s.beta.tolist() == [1.0, 2.0, 4.0] * 2
+    assert s.sign.tolist() == [1.0] * 3 + [-1.0] * 3
+    assert s.normalized.tolist() == [False] * 3 + [True] * 3
+    assert s.mlp.tolist() == [0.0] * 3 + w
+    assert s.perceptron is per
+    assert len(tk.SETTINGS) == 12 and len(set(tk.SETTINGS)) == 12
+    with pytest.raises(ValueError, match="settings"):
+        tk.TokenSystem.settings([("USA", "ascent", "relu")], [1.0], per)
+    with pytest.raises(ValueError, match="settings"):
+        tk.TokenSystem.settings([("USA", "sideways", "none")], [1.0])
+
+
+def test_summarize_against_the_run_read_directly():
+    """summarize's entries, recomputed from the run's histories by hand: the step against the flow's
+    direction, the clusters' masses (summing to one, heaviest first), anchored counts only on the
+    circle."""
+    for d in (2, 3):
+        system = tk.TokenSystem.settings([("USA", "ascent", "none"), ("USA", "descent", "none")], [1.0, 30.0])
+        X0 = tk.uniform_sphere(1, 24, d, generator=torch.Generator().manual_seed(d)).expand(4, -1, -1).contiguous()
+        run = tk.simulate(X0, system, dt=0.1, max_steps=200, progress=False)
+        out = tk.summarize(run, system, dt=0.1, paths=True)
+        for b in range(4):
+            steps = system.sign[b].item() * np.diff(run.energy[:, b])
+            assert out["against"][b] == max(0.0, float(-steps.min()))
+            assert abs(sum(out["masses"][b]) - 1) < 1e-12 and out["masses"][b] == sorted(out["masses"][b], reverse=True)
+            assert out["heaviest"][b] == out["masses"][b][0] and len(out["masses"][b]) == out["count"][b]
+            assert out["energy"][b] == run.energy[:, b].tolist()
+        assert out["stop_t"] == (run.stop_step * 0.1).tolist()
+        assert (out["anchored"] is None) == (d == 3)
+        assert not any(math.copysign(1.0, a) < 0 for a in out["against"])  # no -0.0

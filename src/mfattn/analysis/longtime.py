@@ -34,6 +34,7 @@ from .static import Ball, check_ball
 __all__ = [
     "EnergyBalance",
     "energy_balance",
+    "resolved_until",
     "KLFit",
     "kl_fit",
     "local_exponents",
@@ -158,6 +159,71 @@ def energy_balance(times, risk, dissipation, zeta=1.0) -> EnergyBalance:
     integral = dt.mean() / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
     drop = float(E[0] - E[-1])
     return EnergyBalance(drop, float(integral), drop - float(integral))
+
+
+def resolved_until(times, risk, dissipation, zeta=1.0, rtol: float = 1e-2) -> float:
+    r"""The last recording time up to which a run follows the flow: Theorem 6.1 in its local form,
+    :math:`-\tfrac{d}{dt}\mathcal E(\rho_t) = 2\zeta(t)\,\mathcal I(\rho_t)`, holds at every record
+    to the relative tolerance ``rtol``, with the derivative taken by second-order differences of
+    the recorded risk (one-sided at the ends, which are not judged).
+
+    An explicit integrator at a fixed step can lose a stiff flow (chapter 04's one-hot runs): the
+    iterates then oscillate across a narrow valley, the risk falls far more slowly than
+    :math:`2\zeta\mathcal I`, and the integrated balance of :func:`energy_balance` fails without
+    saying where. This says where.
+
+    Parameters
+    ----------
+    times : array-like (R,)
+        Increasing recording times, ``R >= 3``, finely spaced against the flow's time scale.
+    risk : array-like (R,)
+        :math:`\mathcal E(\rho_t)` at those times.
+    dissipation : array-like (R,)
+        :math:`\mathcal I(\rho_t)` (38) at those times, ``>= 0``.
+    zeta : float, profile or callable, default 1.0
+        The learning-rate profile of the run.
+    rtol : float, default 1e-2
+        The relative tolerance of the local identity, in ``(0, 1)``.
+
+    Returns
+    -------
+    float
+        The recording time before the first interior record that breaks the identity, or the last
+        time when none does.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument when the shapes differ, the times are not increasing, or ``rtol`` is
+        not in ``(0, 1)``.
+
+    Examples
+    --------
+    A run that follows the flow is resolved to its end; a risk that falls half as fast as the
+    dissipation says is not:
+
+    >>> import numpy as np
+    >>> from mfattn.longtime import resolved_until
+    >>> t = np.linspace(0.0, 4.0, 401)
+    >>> E, I = 1 + np.exp(-2 * t), np.exp(-2 * t)  # -dE/dt = 2 exp(-2t) = 2 I
+    >>> resolved_until(t, E, I)
+    4.0
+    >>> E_lost = np.where(t < 1, E, E[100] + 0.5 * (E - E[100]))
+    >>> round(resolved_until(t, E_lost, I), 2)
+    0.99
+    """
+    t, E, I = _vector(times, "times"), _vector(risk, "risk"), _vector(dissipation, "dissipation")
+    if not (t.shape == E.shape == I.shape):
+        raise ValueError(f"risk, dissipation: shapes {E.shape}, {I.shape} differ from times' {t.shape}")
+    if t.size < 3 or np.any(np.diff(t) <= 0):
+        raise ValueError("times: needs at least 3 increasing times")
+    if not 0 < rtol < 1:
+        raise ValueError(f"rtol: must lie in (0, 1), got {rtol}")
+    zeta = as_profile(zeta)
+    rate = 2.0 * np.array([zeta(float(s)) for s in t]) * I
+    off = np.abs(np.gradient(E, t) + rate) > rtol * rate
+    off[0] = off[-1] = False
+    return float(t[np.argmax(off) - 1]) if off.any() else float(t[-1])
 
 
 # ------------------------------------------------------------- Kurdyka-Lojasiewicz exponent (44)
