@@ -347,3 +347,22 @@ def test_lifted_monotonicity_is_the_secant_quotient_of_the_single_head_risk(task
         st.lifted_monotonicity(model, data, a, a)
     with pytest.raises(ValueError, match="b"):
         st.lifted_monotonicity(model, data, a, b[:2])
+
+
+def test_inertia_is_kept_by_a_congruence_and_lowest_direction_spans_the_lowest_eigenspace():
+    """Sylvester's law: P H P^T has the inertia of H for an invertible P; the direction drawn in the
+    lowest eigenspace (of multiplicity two here) is a unit vector whose Rayleigh quotient is the
+    lowest eigenvalue, orthogonal to the other eigenvectors."""
+    from mfattn.stability import inertia, lowest_direction
+
+    g = torch.Generator().manual_seed(5)
+    Q, _ = torch.linalg.qr(torch.randn(6, 6, generator=g, dtype=torch.float64))
+    lam = torch.tensor([-2.0, -2.0, 0.0, 0.0, 1.0, 3.0], dtype=torch.float64)
+    H = Q @ torch.diag(lam) @ Q.T
+    P = torch.eye(6, dtype=torch.float64) + 0.3 * torch.randn(6, 6, generator=g, dtype=torch.float64)
+    e, e2 = torch.linalg.eigvalsh(H), torch.linalg.eigvalsh(P @ H @ P.T)
+    assert inertia(e, 3.0) == (2, 2, 2) == inertia(e2, float(e2.abs().max()))
+    u, low = lowest_direction(H, generator=g)
+    assert abs(low + 2.0) < 1e-12 and abs(float(u.norm()) - 1) < 1e-12
+    assert abs(float(u @ H @ u) + 2.0) < 1e-12
+    assert float((Q[:, 2:].T @ u).abs().max()) < 1e-12

@@ -51,9 +51,11 @@ __all__ = [
     "cloud",
     "dilation_direction",
     "group_action",
+    "inertia",
     "initial_rate",
     "lifted_hessian",
     "lifted_monotonicity",
+    "lowest_direction",
     "monotonicity_ratio",
     "named_tangent",
     "orbit_distance",
@@ -482,6 +484,77 @@ def spectrum(H: torch.Tensor, complement: torch.Tensor | None = None) -> torch.T
             raise ValueError(f"complement: rows must have length {H.shape[0]}, got {complement.shape[1]}")
         Hs = complement @ Hs @ complement.T
     return torch.linalg.eigvalsh(Hs)
+
+
+def inertia(eigenvalues: torch.Tensor, scale: float, rtol: float = 1e-9) -> tuple[int, int, int]:
+    """The inertia of a symmetric matrix from its eigenvalues: how many are negative, zero and positive,
+    an eigenvalue counting as zero within ``rtol * scale`` (Sylvester's law: a congruence such as the
+    move along a group orbit of chapter 05 keeps it).
+
+    Parameters
+    ----------
+    eigenvalues : Tensor (d,)
+        The eigenvalues, e.g. from :func:`spectrum`.
+    scale : float
+        The size of the spectrum the tolerance is relative to (> 0), e.g. the largest ``|eigenvalue|``.
+    rtol : float, default 1e-9
+        The relative tolerance of zero.
+
+    Returns
+    -------
+    tuple of int
+        ``(negative, zero, positive)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.stability import inertia
+    >>> inertia(torch.tensor([-2.0, 1e-14, 0.0, 3.0], dtype=torch.float64), 3.0)
+    (1, 2, 1)
+    """
+    check_tensor(eigenvalues, "eigenvalues", ndim=1)
+    check_positive(scale, "scale")
+    tol = rtol * scale
+    return (int((eigenvalues < -tol).sum()), int((eigenvalues.abs() <= tol).sum()), int((eigenvalues > tol).sum()))
+
+
+def lowest_direction(H: torch.Tensor, *, generator: torch.Generator, rtol: float = 1e-9) -> tuple[torch.Tensor, float]:
+    """A unit vector of the eigenspace of the lowest eigenvalue of the symmetric ``H``: the projection
+    of a Gaussian vector on that eigenspace, so that it is well defined when the eigenvalue is
+    repeated (an eigenvector solver's choice of basis is not); chapter 05's directions at the
+    uniform-attention point.
+
+    Parameters
+    ----------
+    H : Tensor (d, d)
+        A symmetric matrix; its symmetric part is used.
+    generator : torch.Generator
+        Draws the Gaussian vector (on the CPU, float64).
+    rtol : float, default 1e-9
+        Eigenvalues within ``rtol * max |eigenvalue|`` of the lowest one span the eigenspace.
+
+    Returns
+    -------
+    (Tensor (d,), float)
+        The unit vector (dtype and device of ``H``) and the lowest eigenvalue.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.stability import lowest_direction
+    >>> H = torch.diag(torch.tensor([-1.0, -1.0, 2.0], dtype=torch.float64))
+    >>> u, lam = lowest_direction(H, generator=torch.Generator().manual_seed(0))
+    >>> lam, round(float(u.norm()), 12), float(u[2])
+    (-1.0, 1.0, 0.0)
+    """
+    check_tensor(H, "H", ndim=2)
+    if H.shape[0] != H.shape[1]:
+        raise ValueError(f"H: expected a square matrix, got {tuple(H.shape)}")
+    check_generator(generator)
+    e, U = torch.linalg.eigh(0.5 * (H + H.T))
+    Uk = U[:, (e - e[0]).abs() <= rtol * float(e.abs().max())]
+    x = Uk @ (Uk.T @ torch.randn(H.shape[0], generator=generator, dtype=torch.float64).to(H))
+    return x / x.norm(), float(e[0])
 
 
 def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tensor, *, iters: int = 40) -> torch.Tensor:
