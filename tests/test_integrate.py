@@ -4,6 +4,7 @@ Euler and Runge-Kutta are powers of a matrix polynomial there; the exact flow is
 Then the checkpoint (an interrupted run resumes bit for bit), saving and loading, the registry and the
 input checks."""
 
+import dataclasses
 import math
 
 import pytest
@@ -177,6 +178,41 @@ def test_save_and_load_round_trip(heads_task, tmp_path):
     with pytest.raises(ValueError, match="path"):
         torch.save({"kind": "checkpoint"}, tmp_path / "c.pt")
         Run.load(tmp_path / "c.pt")
+
+
+@dataclasses.dataclass(frozen=True)
+class _OwnProfile:
+    """A learning-rate profile of a class the engine does not know (module level, so it pickles)."""
+
+    def __call__(self, t):
+        return 1.0
+
+
+def test_load_runs_no_code_unless_trusted(heads_task, tmp_path):
+    """Run.load reads with torch.load(weights_only=True): a run under the engine's profiles loads, a run
+    under a profile of another class is refused by name (unpickling it would run code) and loads with
+    trusted=True, and an unfinished checkpoint (it holds a generator's state) is refused by name."""
+    model, data, h0 = heads_task
+    run = integrate(model, data, h0, stepper="gd", step=0.25, T=0.5, record_every=0.25, zeta=_OwnProfile(),
+                    progress=False)
+    path = run.save(tmp_path / "own.pt")
+    with pytest.raises(ValueError, match="path"):
+        Run.load(path)
+    assert torch.equal(Run.load(path, trusted=True).final, run.final)
+    calls = []
+
+    def bomb(heads):
+        calls.append(1)
+        if len(calls) == 4:  # after two recordings past the start, each saved
+            raise Stop
+        return 0.0
+
+    with pytest.raises(Stop):
+        integrate(model, data, h0, stepper="sgd", step=0.25, T=1.0, record_every=0.25, batch_size=1,
+                  generator=torch.Generator().manual_seed(0), statistics={"n": bomb}, checkpoint=tmp_path / "ck.pt",
+                  progress=False)
+    with pytest.raises(ValueError, match="path"):
+        Run.load(tmp_path / "ck.pt")
 
 
 def test_a_registered_stepper_is_available_by_name(linear):

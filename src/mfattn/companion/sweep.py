@@ -127,8 +127,11 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
 
     For results that hold tensors (a reference flow, a minimiser): anything ``torch.save``
     writes and ``torch.load(weights_only=True)`` reads back, i.e. tensors, numbers, strings,
-    ``None`` and lists, tuples and dicts of them. The file is written atomically (a temporary file,
-    then a rename), so an interruption never leaves a partial result behind.
+    ``None`` and lists, tuples and dicts of them. A :class:`~mfattn.flows.integrate.Run` (a
+    reference flow, an SGD run) is written by :meth:`~mfattn.flows.integrate.Run.save` to
+    ``<name>-<key>.run.pt`` and read back by :meth:`~mfattn.flows.integrate.Run.load`, which
+    unpickles no code. The file is written atomically (a temporary file, then a rename), so an
+    interruption never leaves a partial result behind.
 
     Parameters
     ----------
@@ -176,6 +179,17 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
     ...         r = memo(lambda n: SimpleNamespace(n=n), {"n": 4}, folder, name="obj", trusted=True)
     >>> r.n
     4
+
+    A run comes back as a run, read without unpickling:
+
+    >>> from mfattn.dynamics import reference_flow
+    >>> from mfattn.tasks import example
+    >>> model, data, h0, _ = example()
+    >>> ref = lambda T: reference_flow(model, data, h0, T=T, step=0.25, record_every=0.25, progress=False)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     first, again = (memo(ref, {"T": 0.5}, folder, name="ref") for _ in range(2))
+    >>> type(again).__name__, torch.equal(again.risk, first.risk)
+    ('Run', True)
     """
     import re
 
@@ -189,12 +203,20 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
         raise ValueError(f"point: {point!r} is not JSON-serialisable ({e})") from None
     if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
         raise ValueError(f"name: {name!r} is not a plain word (letters, digits, - and _)")
+    from ..flows.integrate import Run
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-{point_key(point)}.pt"
+    run_path = path.with_suffix(".run.pt")  # a Run, in its own format (Run.save), read without unpickling
+    if run_path.exists():
+        return Run.load(run_path, trusted=trusted)
     if path.exists():
         return torch.load(path, weights_only=not trusted)["result"]
     result = fn(**point)
+    if isinstance(result, Run):
+        result.save(run_path)
+        return result
     tmp = path.with_suffix(".tmp")
     torch.save({"point": point, "result": result}, tmp)
     os.replace(tmp, path)

@@ -421,6 +421,38 @@ class Run:
             out["zeta"] = None
         return out
 
+    def bind(self, model: ParticleModel, data) -> "Run":
+        """Attach the model and the data a run was made with, as :func:`integrate` does, so that a run
+        read from a file (:meth:`load`, :func:`mfattn.companion.sweep.memo`) follows characteristics.
+
+        Parameters
+        ----------
+        model : ParticleModel
+            The run's model.
+        data : dataset object
+            Its dataset.
+
+        Returns
+        -------
+        Run
+            This run.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from mfattn.integrate import Run
+        >>> from mfattn.dynamics import reference_flow
+        >>> from mfattn.tasks import example
+        >>> model, data, h0, _ = example()
+        >>> flow = reference_flow(model, data, h0, T=0.5, step=0.25, record_every=0.25, progress=False)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     back = Run.load(flow.save(f"{d}/f.pt")).bind(model, data)
+        >>> bool((back.characteristics(h0[:2]) == flow.characteristics(h0[:2])).all())
+        True
+        """
+        self.model, self.X = model, data.X
+        return self
+
     def save(self, path) -> Path:
         """Write the run to ``path`` (``torch.save``, written to a temporary file and renamed, so a
         reader never sees half a file). The model and the data are not saved.
@@ -453,7 +485,8 @@ class Run:
         return path
 
     @classmethod
-    def load(cls, path, *, model: ParticleModel | None = None, data=None, map_location=None) -> "Run":
+    def load(cls, path, *, model: ParticleModel | None = None, data=None, map_location=None,
+             trusted: bool = False) -> "Run":
         """Read a run written by :meth:`save` (or the checkpoint of a finished :func:`integrate`).
 
         Parameters
@@ -466,6 +499,11 @@ class Run:
             Its dataset, for :meth:`characteristics`.
         map_location : optional
             Passed to ``torch.load`` (e.g. ``"cpu"``).
+        trusted : bool, default False
+            The file is read with ``torch.load(weights_only=True)``, which runs no code: tensors,
+            numbers, strings and the engine's profiles (:class:`Constant`, :class:`Decaying`). A run
+            made with a profile of another class needs ``trusted=True`` (unpickling runs code: only
+            for a file one wrote).
 
         Returns
         -------
@@ -474,7 +512,8 @@ class Run:
         Raises
         ------
         ValueError
-            Naming ``path`` when the file holds no finished run.
+            Naming ``path`` when the file holds no finished run, or objects a weights-only load
+            refuses.
 
         Examples
         --------
@@ -490,7 +529,12 @@ class Run:
         ...             run.characteristics(torch.ones(1, 2, dtype=torch.float64)))
         True
         """
-        payload = torch.load(Path(path), map_location=map_location, weights_only=False)
+        try:
+            with torch.serialization.safe_globals([Constant, Decaying]):
+                payload = torch.load(Path(path), map_location=map_location, weights_only=not trusted)
+        except pickle.UnpicklingError as e:
+            raise ValueError(f"path: {path} holds objects a weights-only load refuses (a profile of another class, "
+                             "or an unfinished checkpoint); pass trusted=True for a file you wrote") from e
         if not isinstance(payload, dict) or payload.get("kind") != "run":
             raise ValueError(f"path: {path} holds no finished run (an unfinished checkpoint or another file)")
         run = cls(**payload["run"])
