@@ -149,6 +149,8 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
 
 _MD_MIMES = ("text/markdown", "application/papermill.record/text/markdown")
 _INLINE_MATH = re.compile(r"(?<![\\$])\$([^$\n]+?)\$(?!\$)")
+# an inline {glue:md} role without a format: MyST-NB parses it as CommonMark, where roles are code
+_GLUE_MD = re.compile(r"(\{glue:md\}`[^`:]+)`")
 
 
 def _math_roles(text: str) -> str:
@@ -189,6 +191,8 @@ def _chapter_head(app, docname, source):
             for mime in _MD_MIMES:
                 if mime in out.get("data", {}):
                     out["data"][mime] = _math_roles("".join(out["data"][mime]))
+        if cl["cell_type"] == "markdown":  # glued Markdown parsed as MyST, so that its {math} roles render
+            cl["source"] = _GLUE_MD.sub(r"\1:myst`", "".join(cl["source"]))
     # a caption names a parameter in code (`eps_long`) so that the source reads for every profile; the
     # page shows the run's value, from the parameter table the run printed
     values = _run_values(cells)

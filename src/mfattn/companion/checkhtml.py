@@ -72,6 +72,8 @@ async () => {
     if (/\$\$|\\\(|\\\[/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
     // a single $...$ pair around TeX (a backslash, ^, _ or a brace inside) that MathJax never saw
     else if (/\$[^$\s][^$]*[\\^_{}][^$]*\$/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
+    // a MyST role that reached the page as text (glued Markdown parsed as CommonMark shows "{math}" before code)
+    if (/\{(math|glue:\w+|ref|numref|cite|eq)\}/.test(text)) faults.push(['myst', 'a MyST role left in the text: ' + describe(p)]);
   }
   // tables: a word or a number broken across lines inside a cell (the cell is narrower than it)
   for (const cell of col.querySelectorAll('td, th')) {
