@@ -269,6 +269,12 @@ def test_settings_grid_order_weight_and_refusals():
         tk.TokenSystem.settings([("USA", "ascent", "relu")], [1.0], per)
     with pytest.raises(ValueError, match="settings"):
         tk.TokenSystem.settings([("USA", "sideways", "none")], [1.0])
+    with pytest.raises(ValueError, match="settings"):
+        tk.TokenSystem.settings([("USA", "ascent")], [1.0])
+    with pytest.raises(ValueError, match="settings"):
+        tk.TokenSystem.settings([], [1.0])
+    with pytest.raises(ValueError, match="weight"):
+        tk.TokenSystem.settings(chosen, [1.0, 2.0, 4.0], per, weight=[1.0, 2.0])
 
 
 def test_summarize_against_the_run_read_directly():

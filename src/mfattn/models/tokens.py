@@ -372,11 +372,17 @@ class TokenSystem:
         >>> s.B, s.sign.tolist(), s.normalized.tolist()
         (4, [1.0, 1.0, -1.0, -1.0], [False, False, True, True])
         """
-        betas = [float(b) for b in betas]
+        betas, settings = [float(b) for b in betas], list(settings)
+        if not settings or not betas:
+            raise ValueError("settings, betas: need at least one setting and one beta")
         w = torch.ones(len(betas), dtype=torch.float64) if weight is None else \
             torch.as_tensor(np.asarray(weight, dtype=float), dtype=torch.float64)
+        if w.shape != (len(betas),) or not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+            raise ValueError(f"weight: expected {len(betas)} finite values >= 0, one per beta")
         parts = []
         for setting in settings:
+            if not isinstance(setting, (tuple, list)) or len(setting) != 3:
+                raise ValueError(f"settings: expected (mode, direction, perceptron) triples, got {setting!r}")
             mode, direction, mlp = setting
             if mode not in ("USA", "SA") or direction not in ("ascent", "descent"):
                 raise ValueError(f"settings: expected (USA|SA, ascent|descent, perceptron), got {setting!r}")
