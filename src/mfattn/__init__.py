@@ -90,4 +90,4 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(SUBMODULES))
-__version__ = "0.2.0"
+__version__ = "0.3.0"
