@@ -34,7 +34,6 @@ import argparse
 import ctypes
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -49,6 +48,7 @@ import torch.nn.functional as F
 from ..models import fused as _fused
 from .._progress import progress_bar
 from ..models.model import HeadModel
+from .roofline import machine
 
 __all__ = ["flop_count", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
            "main"]
@@ -202,21 +202,6 @@ def _device_peaks(device, dtype) -> dict:
     x = torch.empty(1 << (28 if device.type == "cuda" else 24), device=device, dtype=torch.float32)
     tc = _time(lambda: x.clone(), device, 5)
     return {"matmul_flops": 2 * n**3 / t, "matmul_size": n, "copy_bytes_per_s": 2 * x.numel() * 4 / tc}
-
-
-def machine(device) -> dict:
-    info = {"torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        info["cpu"] = f"{names[0]} ({len(names)} logical cores)" if names else platform.processor()
-    except OSError:
-        info["cpu"] = platform.processor()
-    if device.type == "cuda":
-        p = torch.cuda.get_device_properties(device)
-        info["gpu"] = f"{p.name}, {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs"
-        info["tf32"] = torch.backends.cuda.matmul.allow_tf32
-    return info
 
 
 def _problem(task: str, n_data: int, L: int, d_x: int, d_k: int, dtype, device, seed=0):
@@ -454,6 +439,11 @@ def _plot(res: dict, path: Path, plotting, plt) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--roofline", action="store_true",
+                   help="measure this machine's ceilings (FMA peak, the fused pass's exponential, memory bandwidth, "
+                        "the fused pass's loop form) and time the fused full gradient against them at d_k, L = "
+                        "(2, 8), (4, 16), (8, 32), (16, 64), float32 and float64 (mfattn.companion.roofline; about "
+                        "a minute); with --out writes roofline.json, .md, .png")
     p.add_argument("--report", default=None, metavar="JSON",
                    help="print (and with --out rewrite) the table and plot of a saved result; measures nothing")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -465,7 +455,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--L", type=int, default=8)
     p.add_argument("--d-x", type=int, default=4)
     p.add_argument("--d-k", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=None, help="timed calls per figure (default 5; 15 with --roofline)")
     p.add_argument("--loop-max-seconds", type=float, default=20.0,
                    help="stop the per-head loop once its repeats take longer than this")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
@@ -482,12 +472,18 @@ def main(args) -> dict:
         res = json.loads(Path(args.report).read_text())
         _write(res, args, Path(args.report).stem)
         return res
+    if args.roofline:
+        from . import roofline  # noqa: F811
+
+        res = roofline.run_roofline(repeats=args.repeats or 15)
+        _write(res, args, "roofline")
+        return res
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("mfattn bench: --device cuda, but no CUDA device is available")
     top = 20 if args.device == "cuda" else 14
     Ns = [int(v) for v in args.Ns.split(",")] if args.Ns else [2**k for k in range(4, top + 1)]
     res = run_benchmark(Ns=Ns, task=args.task, n_data=args.n_data, L=args.L, d_x=args.d_x, d_k=args.d_k,
-                        device=args.device, dtype=args.dtype, repeats=args.repeats,
+                        device=args.device, dtype=args.dtype, repeats=args.repeats or 5,
                         loop_max_seconds=args.loop_max_seconds, memory=not args.no_memory,
                         compile_time_too=not args.no_compile_time,
                         budgets=[int(float(b)) for b in args.budgets.split(",") if b], profile=args.profile)
@@ -496,7 +492,10 @@ def main(args) -> dict:
 
 
 def _write(res: dict, args, default_name: str) -> None:
-    text = table(res)
+    from . import roofline  # noqa: F811 (the module, beside its machine())
+
+    kind = roofline if "ceilings" in res else None  # a roofline run (--roofline) or an N sweep
+    text = kind.table(res) if kind else table(res)
     print(text)
     if args.out:
         folder = Path(args.out)
@@ -504,5 +503,5 @@ def _write(res: dict, args, default_name: str) -> None:
         name = args.name or default_name
         (folder / f"{name}.json").write_text(json.dumps(res, indent=1))
         (folder / f"{name}.md").write_text(text)
-        plot(res, folder / f"{name}.png")
+        (kind.plot if kind else plot)(res, folder / f"{name}.png")
         print(f"wrote {folder / name}.json, .md, .png")

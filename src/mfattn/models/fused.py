@@ -100,19 +100,32 @@ if numba is not None:
                         V[l, k, h] += xv * Wb[blk, 2 * m + i, h]
 
     @njit(inline="always", cache=True, error_model="numpy")
-    def _softmax_row(Q, K, l, scale, s, mx, den, C, pw):  # pragma: no cover - compiled
-        # s[j] = row l of the causal row softmax (6) of scale Q K^T, j <= l (stable: max subtracted).
-        # The exponential of x = scale (s_j - max) <= 0 is written out so that the loop over heads
+    def _exp_parts(x, C):  # pragma: no cover - compiled
+        # e^x for x <= 0 as (p, k) with e^x = p 2^-k, written out so that a loop over heads
         # vectorises (a call to libm's exp does not): x = r - k ln 2 with |r| <= ln 2 / 2 (Cody-Waite,
-        # ln 2 in two parts), e^r by its Taylor polynomial of degree 13 (remainder below 2e-16
-        # relative), 2^-k built in the exponent bits of pw (an integer view of the same memory);
-        # below the smallest normal number e^x is taken as 0 (torch gives a subnormal: a difference
-        # below 1e-308 in float64, 1e-38 in float32).
-        d_k, H = Q.shape[1], Q.shape[2]
+        # ln 2 in two parts), p = e^r by its Taylor polynomial of degree 13 (remainder below 2e-16
+        # relative); the caller builds 2^-k in the exponent bits of an integer view. Below the
+        # smallest normal number e^x is taken as 0 (torch gives a subnormal: a difference below
+        # 1e-308 in float64, 1e-38 in float32). The roofline's exponential kernel
+        # (mfattn.companion.roofline) runs this same code.
         xmin, inv_ln2, half, ln2_hi, ln2_lo = C[0], C[1], C[2], C[3], C[4]
         c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = (
             C[5], C[6], C[7], C[8], C[9], C[10], C[11], C[12], C[13], C[14], C[15], C[16], C[17], C[18])
         zero = xmin - xmin  # in the dtype (a literal 0.0 is float64)
+        keep = x >= xmin
+        x = x if keep else xmin
+        kf = np.floor(half - x * inv_ln2)  # stays in the dtype (math.floor would give an int64)
+        r = (x + kf * ln2_hi) + kf * ln2_lo
+        p = ((((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5) * r + c6) * r + c7
+        p = (((((p * r + c8) * r + c9) * r + c10) * r + c11) * r + c12) * r + c13
+        return (p if keep else zero), kf
+
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _softmax_row(Q, K, l, scale, s, mx, den, C, pw):  # pragma: no cover - compiled
+        # s[j] = row l of the causal row softmax (6) of scale Q K^T, j <= l (stable: max subtracted),
+        # its exponentials by _exp_parts, 2^-k in the exponent bits of pw (an integer view of the
+        # same memory as `two`).
+        d_k, H = Q.shape[1], Q.shape[2]
         bias, shift = pw[0], pw[1]  # the exponent's bias and position, set by the caller
         bits = pw[2:]
         two = bits.view(s.dtype)
@@ -130,14 +143,8 @@ if numba is not None:
                 mx[h] = max(mx[h], s[j, h])
         for j in range(l + 1):
             for h in range(H):
-                x = scale * (s[j, h] - mx[h])
-                keep = x >= xmin
-                x = x if keep else xmin
-                kf = np.floor(half - x * inv_ln2)  # stays in the dtype (math.floor would give an int64)
-                r = (x + kf * ln2_hi) + kf * ln2_lo
-                p = ((((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5) * r + c6) * r + c7
-                p = (((((p * r + c8) * r + c9) * r + c10) * r + c11) * r + c12) * r + c13
-                s[j, h] = p if keep else zero
+                p, kf = _exp_parts(scale * (s[j, h] - mx[h]), C)
+                s[j, h] = p
                 bits[h] = (bias - int(kf)) << shift
             for h in range(H):
                 s[j, h] *= two[h]

@@ -1,0 +1,511 @@
+"""The machine's own ceilings, and the fused head pass against them (``python -m mfattn bench --roofline``).
+
+A full gradient on the CPU is the fused head pass of :mod:`mfattn.models.fused`: a forward sweep for
+the logits (8) and a second sweep for ``grad Phi`` (13), each rebuilding every head's causal softmax
+(6) row by row. Three resources can bound it, and this module measures each in the same run, on the
+same cores, with a kernel that the compiler vectorises:
+
+* the multiply-add units: :func:`peak_flops`, independent multiply-add chains on 128 accumulators per
+  thread, contracted to FMAs (fast-math ``contract``), so the rate is the cores' FMA peak;
+* the exponential: :func:`exp_rate`, the fused pass's own exponential
+  (:func:`mfattn.models.fused._exp_parts` and the power of two in the exponent bits), the same code,
+  on lanes held in L1;
+* memory: :func:`bandwidth`, a STREAM triad over arrays far larger than the last-level cache.
+
+:func:`counts` gives the work one head and one sequence ask of a full gradient, as the fused pass
+executes it: floating-point operations (a multiply-add is two; the exponentials' polynomials are not
+counted here, they have their own roof), exponentials, and the bytes that must cross memory. The
+roofline time of ``N`` heads on ``B`` sequences is the largest of ``work / rate`` over the three
+resources, and the fused pass's *fraction of the roofline* is that time over its measured time.
+
+A fourth, measured ceiling explains what the three do not: :func:`loop_form_rate`, the rate of the
+fused pass's own statement form, a multiply-add loop over the heads of one block (``fused.BLOCK``
+lanes, 32) that reads its operands from, and writes its accumulator to, L1, with the short outer
+trip counts of the chapters' shapes. The benchmark page shows both.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from ..models import fused as _fused
+
+__all__ = ["LANES", "peak_flops", "fma_values", "exp_rate", "bandwidth", "loop_form_rate", "counts", "fused_exp",
+           "run_roofline", "table", "plot"]
+
+#: Independent accumulators per thread of the FMA kernel: enough chains to cover the FMA latency on
+#: two pipes (8 registers of 16 float32, 16 of 8 float64 with AVX-512; twice as many with AVX2).
+LANES = 128
+
+if _fused.available():
+    from numba import njit, prange
+
+    from ..models.fused import _exp_parts
+
+    @njit(parallel=True, fastmath={"contract"}, cache=True)
+    def _fma_kernel(reps, a, b, x0, out):  # pragma: no cover - compiled
+        # out[t] = sum_i x_i after reps steps x_i <- a x_i + b, on each thread t
+        for t in prange(out.shape[0]):
+            x = x0.copy()
+            for r in range(reps):
+                for i in range(LANES):
+                    x[i] = x[i] * a + b
+            out[t] = x.sum()
+
+    @njit(parallel=True, cache=True, error_model="numpy")
+    def _exp_kernel(reps, x, C, P, out, last):  # pragma: no cover - compiled
+        # reps rounds of y_h = e^(x_h - y_h) over the lanes h, each thread on its own lanes, as
+        # _softmax_row computes it: (p, k) = _exp_parts, 2^-k in the exponent bits, y = p 2^-k
+        H = x.shape[0]
+        for t in prange(out.shape[0]):
+            y = np.zeros(H, x.dtype)
+            p = np.empty(H, x.dtype)
+            pw = np.empty(H + 2, P.dtype)
+            bias, shift = P[0], P[1]
+            bits = pw[2:]
+            two = bits.view(x.dtype)
+            acc = x[0] - x[0]
+            for r in range(reps):
+                for h in range(H):
+                    v, kf = _exp_parts(x[h] - y[h], C)
+                    p[h] = v
+                    bits[h] = (bias - int(kf)) << shift
+                for h in range(H):
+                    y[h] = p[h] * two[h]
+            for h in range(H):
+                acc += y[h]
+            out[t] = acc
+            if t == 0:
+                last[:] = y
+
+    @njit(parallel=True, cache=True)
+    def _triad(a, b, c, s):  # pragma: no cover - compiled
+        for i in prange(a.shape[0]):
+            a[i] = b[i] + s * c[i]
+
+    @njit(parallel=True, cache=True, error_model="numpy")
+    def _form_kernel(reps, a, b, out):  # pragma: no cover - compiled
+        # the fused pass's statement form: acc[k, h] += a[j, h] b[k, h] over n x n rows of H lanes, in L1
+        n, H = a.shape
+        for t in prange(out.shape[0]):
+            acc = np.zeros((n, H), a.dtype)
+            for r in range(reps):
+                for k in range(n):
+                    for j in range(n):
+                        for h in range(H):
+                            acc[k, h] += a[j, h] * b[k, h]
+            out[t] = acc.sum()
+
+
+def machine(device) -> dict:
+    """The machine a benchmark ran on: CPU model and logical cores (and the GPU), torch, Python, threads."""
+    info = {"torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        info["cpu"] = f"{names[0]} ({len(names)} logical cores)" if names else platform.processor()
+    except OSError:
+        info["cpu"] = platform.processor()
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        info["gpu"] = f"{p.name}, {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs"
+        info["tf32"] = torch.backends.cuda.matmul.allow_tf32
+    return info
+
+
+def _require():
+    if not _fused.available():
+        raise RuntimeError("the roofline kernels need numba, which is not importable here")
+
+
+def _threads() -> int:
+    _fused._threads()
+    import numba
+
+    return numba.get_num_threads()
+
+
+def _rate(call, work: float, seconds: float) -> float:
+    """Best of three timed calls, each sized to about ``seconds`` (a ceiling is the best the machine does)."""
+    call(1)
+    reps = 1
+    while True:  # grow the call until it lasts long enough that waking the threads does not count
+        t0 = time.perf_counter()
+        call(reps)
+        t = time.perf_counter() - t0
+        if t >= seconds / 2:
+            break
+        reps *= 2 if t <= 0 else min(64, max(2, int(seconds / t)))
+    best = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        call(reps)
+        best = min(best, time.perf_counter() - t0)
+    return work * reps / best
+
+
+def peak_flops(dtype=np.float32, *, seconds: float = 0.2) -> float:
+    """Floating-point operations per second of contracted multiply-adds on every thread: the FMA peak.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+        ``np.float32`` or ``np.float64``.
+    seconds : float
+        Length of one timed call.
+
+    Returns
+    -------
+    float
+        FLOP/s over all of numba's threads (a multiply-add counts two).
+
+    Examples
+    --------
+    >>> from mfattn.companion import roofline
+    >>> roofline.peak_flops(seconds=0.01) > 1e9
+    True
+    """
+    _require()
+    dtype = np.dtype(dtype)
+    T = _threads()
+    x0, out = np.linspace(0, 1, LANES).astype(dtype), np.zeros(T, dtype)
+    a, b = dtype.type(0.999), dtype.type(0.001)
+    return _rate(lambda reps: _fma_kernel(16 * reps, a, b, x0, out), 2 * LANES * 16 * T, seconds)
+
+
+def fma_values(reps: int, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+    """What the FMA kernel computes, for a test against the closed form: ``(per-thread sums, x0)``."""
+    _require()
+    dtype = np.dtype(dtype)
+    x0, out = np.linspace(0, 1, LANES).astype(dtype), np.zeros(_threads(), dtype)
+    _fma_kernel(reps, dtype.type(0.999), dtype.type(0.001), x0, out)
+    return out, x0
+
+
+def fused_exp(x: np.ndarray, reps: int = 1) -> np.ndarray:
+    """``reps`` rounds of ``y <- exp(x - y)`` from ``y = 0`` by the fused pass's exponential (one round:
+    ``exp(x)``), on one thread's lanes; for the tests of the exponential kernel.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        1-D, float32 or float64, every entry <= 0.
+    reps : int
+        Rounds.
+
+    Returns
+    -------
+    numpy.ndarray
+        The last round's values, the dtype of ``x``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.companion import roofline
+    >>> x = -np.linspace(0, 20, 64)
+    >>> bool(np.allclose(roofline.fused_exp(x), np.exp(x), rtol=1e-15, atol=0))
+    True
+    """
+    _require()
+    x = np.ascontiguousarray(x)
+    if x.ndim != 1 or x.dtype not in (np.float32, np.float64):
+        raise ValueError(f"x: expected a 1-D float32 or float64 array, got {x.dtype} of shape {x.shape}")
+    C, P = _fused._constants(x.dtype.type)
+    last = np.empty_like(x)
+    _exp_kernel(reps, x, C, P, np.zeros(1, x.dtype), last)
+    return last
+
+
+def exp_rate(dtype=np.float32, *, lanes: int = 1024, seconds: float = 0.2) -> float:
+    """Exponentials per second of the fused pass's own exponential on every thread, lanes in L1.
+
+    Examples
+    --------
+    >>> from mfattn.companion import roofline
+    >>> roofline.exp_rate(seconds=0.01) > 1e8
+    True
+    """
+    _require()
+    dtype = np.dtype(dtype)
+    T = _threads()
+    C, P = _fused._constants(dtype.type)
+    best = 0.0
+    for n in (lanes, lanes + 16, lanes + 40, lanes + 72):  # other lengths, other placements of the arrays
+        x = -np.linspace(0.5, 10.0, n).astype(dtype)
+        out, last = np.zeros(T, dtype), np.empty(n, dtype)
+        best = max(best, _rate(lambda reps: _exp_kernel(reps, x, C, P, out, last), n * T, seconds / 2))
+    return best
+
+
+def bandwidth(*, n: int = 1 << 24, seconds: float = 0.3) -> float:
+    """Memory bandwidth in bytes per second: a STREAM triad ``a = b + s c`` over three float64 arrays
+    of ``n`` entries (3 x 128 MiB by default, far beyond the last-level cache), counted as STREAM
+    counts it (three arrays of ``8 n`` bytes per pass).
+
+    Examples
+    --------
+    >>> from mfattn.companion import roofline
+    >>> roofline.bandwidth(n=1 << 16, seconds=0.01) > 1e8
+    True
+    """
+    _require()
+    _threads()
+    a, b, c = np.zeros(n), np.ones(n), np.full(n, 2.0)
+
+    def call(reps):
+        for _ in range(reps):
+            _triad(a, b, c, 3.0)
+    return _rate(call, 3 * 8 * n, seconds)
+
+
+def loop_form_rate(dtype=np.float32, *, lanes: int | None = None, rows: int = 8, seconds: float = 0.2) -> float:
+    """FLOP/s of the fused pass's statement form: ``acc[k, h] += a[j, h] b[k, h]`` over ``rows x rows``
+    pairs of ``lanes`` heads (default ``fused.BLOCK``), operands and accumulator in L1, every thread.
+
+    Examples
+    --------
+    >>> from mfattn.companion import roofline
+    >>> roofline.loop_form_rate(seconds=0.01) > 1e8
+    True
+    """
+    _require()
+    dtype = np.dtype(dtype)
+    H = lanes or _fused.BLOCK
+    T = _threads()
+    g = np.random.default_rng(0)
+    best = 0.0
+    for _ in range(4):  # fresh arrays each time: the rate depends on where they fall (alignment, aliasing)
+        a, b = (1e-3 * g.random((rows, H))).astype(dtype), (1e-3 * g.random((rows, H))).astype(dtype)
+        out = np.zeros(T, dtype)
+        best = max(best, _rate(lambda reps: _form_kernel(reps, a, b, out), 2 * rows * rows * H * T, seconds / 2))
+    return best
+
+
+def counts(L: int, d_x: int, d_k: int, d_v: int = 5, itemsize: int = 4) -> dict:
+    """The work of one head on one sequence in a full gradient, as the fused pass executes it.
+
+    With ``S = L (L + 1) / 2`` causal scores per head and sequence, and a multiply-add counted as two
+    operations:
+
+    * forward sweep (:func:`mfattn.models.fused.head_sum`): projections ``6 L d_x d_k``; each softmax
+      row's scores, max, scaling, power of two, sum and division ``2 S d_k + 6 S - L``; ``A V``
+      ``2 S d_k``; ``W_O`` and the weighted head sum ``2 L d_x (d_k + 1)``;
+    * gradient sweep (:func:`mfattn.models.fused.head_pass`): the same projections and softmax rows,
+      ``A V``, and the backward pass (``dAV``, ``Phi``, ``dW_O``, the softmax backward (4), ``dQ``,
+      ``dK``, ``dV``, ``dW_Q``, ``dW_K``, ``dW_V``): in all ``18 L d_x d_k + 2 L d_k - L + 12 S d_k + 10 S``;
+    * ``2 S`` exponentials (each sweep rebuilds the softmax);
+    * bytes that must cross memory: the head read by each sweep and its gradient written,
+      ``3 d_omega`` numbers; the sequence's tokens, residual and logits (``L (d_x + d_v)`` twice), shared by
+      every head of a block of ``fused.BLOCK`` and counted once per block.
+
+    Parameters
+    ----------
+    L, d_x, d_k, d_v : int
+        Shapes (sequence length, token, key and label dimensions).
+    itemsize : int
+        Bytes per number (4 for float32, 8 for float64).
+
+    Returns
+    -------
+    dict
+        ``{"flops", "exps", "bytes"}`` per head and sequence (bytes as a float).
+
+    Examples
+    --------
+    >>> from mfattn.companion.roofline import counts
+    >>> counts(8, 4, 2)
+    {'flops': 3472, 'exps': 72, 'bytes': 402.0}
+    """
+    for name, v in (("L", L), ("d_x", d_x), ("d_k", d_k), ("d_v", d_v), ("itemsize", itemsize)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+    S = L * (L + 1) // 2
+    forward = 6 * L * d_x * d_k + (2 * S * d_k + 6 * S - L) + 2 * S * d_k + 2 * L * d_x * (d_k + 1)
+    backward = 18 * L * d_x * d_k + 2 * L * d_k - L + 12 * S * d_k + 10 * S
+    d_omega = 4 * d_x * d_k
+    nbytes = itemsize * (3 * d_omega + 2 * L * (d_x + d_v) / _fused.BLOCK)
+    return {"flops": forward + backward, "exps": 2 * S, "bytes": nbytes}
+
+
+def _time(fn, repeats: int) -> dict:
+    fn()
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
+    return {"median_s": statistics.median(ts), "q1_s": q[0], "q3_s": q[2]}
+
+
+def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, B: int = 16, d_x: int = 4,
+                 d_v: int = 5, dtypes=("float32", "float64"), repeats: int = 15, blocks=(8, 16, 32, 64, 128),
+                 torch_path: bool = True, progress: bool = True, seed: int = 0) -> dict:
+    """Measure the ceilings and time the fused full gradient (and the torch path's) at each ``(d_k, L)``.
+
+    Returns a JSON-ready dict: ``machine``, ``bandwidth``, ``ceilings`` per dtype (``fma``, ``exp``,
+    ``loop_form``), ``rows`` (one per dtype and shape: counts, times, rates, the roofline time, its
+    binding resource and the fused pass's fraction of it), and ``blocks`` (the fused pass at the bar
+    shape with other head-block widths: the loop form's evidence).
+    """
+    from .._progress import progress_bar
+    from ..models.model import HeadModel
+    from ..models.tasks import make_task
+
+    def grad_of(model, fast):  # the engine's full gradient on one path, one model per path (its caches reused)
+        m = HeadModel(model.W_out, model.d_k, fused=fast)
+        return lambda X, Y, heads, w: m.grad_phi(X, Y, heads, w)
+
+    _require()
+    bw = bandwidth()
+    out = {"machine": machine(torch.device("cpu")), "N": N, "B": B, "d_x": d_x, "d_v": d_v, "repeats": repeats,
+           "bandwidth": bw, "ceilings": {}, "rows": [], "blocks": []}
+    for name in dtypes:
+        dt = np.dtype(name)
+        out["ceilings"][name] = {"fma": peak_flops(dt), "exp": exp_rate(dt), "loop_form": loop_form_rate(dt),
+                                 "loop_form_wide": loop_form_rate(dt, lanes=4 * _fused.BLOCK)}
+    work = [(name, dk, L) for name in dtypes for dk, L in shapes]
+    for name, dk, L in progress_bar(work, enabled=progress, desc="roofline", leave=False):
+        dt = getattr(torch, name)
+        tk = make_task("teacher", n=B, seed=seed, dtype=dt, L=L, d_x=d_x, d_k=dk, d_v=d_v)
+        model, X, Y = tk.model, tk.data.X, tk.data.Y
+        g = torch.Generator().manual_seed(seed + 1)
+        heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(dt)
+        w = torch.full((N,), 1.0 / N, dtype=dt)
+        c = counts(L, d_x, dk, d_v, torch.finfo(dt).bits // 8)
+        ceil = out["ceilings"][name]
+        bounds = {"fma": c["flops"] / ceil["fma"], "exp": c["exps"] / ceil["exp"], "memory": c["bytes"] / bw}
+        fast = grad_of(model, True)
+        row = {"dtype": name, "d_k": dk, "L": L, **c, "flops_per_exp": c["flops"] / c["exps"],
+               "roof_s": N * B * max(bounds.values()), "bound": max(bounds, key=bounds.get),
+               "fused": _time(lambda: fast(X, Y, heads, w), repeats)}
+        row["fused_flops"] = c["flops"] * N * B / row["fused"]["median_s"]
+        row["fraction"] = row["roof_s"] / row["fused"]["median_s"]
+        row["fraction_of_loop_form"] = row["fused_flops"] / ceil["loop_form"]
+        # the same vector pipes run the multiply-adds and the exponentials' polynomials, so their times add
+        row["form_exp_s"] = N * B * (c["flops"] / ceil["loop_form"] + c["exps"] / ceil["exp"])
+        row["fraction_of_form_exp"] = row["form_exp_s"] / row["fused"]["median_s"]
+        if torch_path:
+            slow = grad_of(model, False)
+            row["torch"] = _time(lambda: slow(X, Y, heads, w), max(3, repeats // 3))
+            row["torch_flops"] = c["flops"] * N * B / row["torch"]["median_s"]
+        out["rows"].append(row)
+    dk, L = shapes[0]
+    for name in dtypes:
+        dt = getattr(torch, name)
+        tk = make_task("teacher", n=B, seed=seed, dtype=dt, L=L, d_x=d_x, d_k=dk, d_v=d_v)
+        model, X, Y = tk.model, tk.data.X, tk.data.Y
+        heads = (0.5 * torch.randn(N, model.d_omega, generator=torch.Generator().manual_seed(seed + 1),
+                                   dtype=torch.float64)).to(dt)
+        w = torch.full((N,), 1.0 / N, dtype=dt)
+        c = counts(L, d_x, dk, d_v)
+        fast = grad_of(model, True)
+        default = _fused.BLOCK
+        times = {H: [] for H in blocks}
+        try:
+            # in rotation, one call per width per round, so that a drift of the machine (or of where a
+            # call's scratch arrays fall) reaches every width alike
+            for H in blocks:
+                _fused.BLOCK = H
+                fast(X, Y, heads, w)
+            for _ in range(repeats):
+                for H in blocks:
+                    _fused.BLOCK = H
+                    t0 = time.perf_counter()
+                    fast(X, Y, heads, w)
+                    times[H].append(time.perf_counter() - t0)
+        finally:
+            _fused.BLOCK = default
+        for H in blocks:
+            ts = times[H]
+            q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
+            t = {"median_s": statistics.median(ts), "q1_s": q[0], "q3_s": q[2]}
+            out["blocks"].append({"dtype": name, "block": H, **t, "fused_flops": c["flops"] * N * B / t["median_s"],
+                                  "loop_form": loop_form_rate(np.dtype(name), lanes=H)})
+    return out
+
+
+def _g(x):
+    return f"{x / 1e9:.1f}"
+
+
+def table(res: dict) -> str:
+    """The roofline run as Markdown: the ceilings, one row per dtype and shape, the block widths."""
+    m = res["machine"]
+    lines = [f"Machine: {m.get('cpu', '?')}, {m.get('threads', '?')} threads, torch {m.get('torch', '?')}. "
+             f"N = {res['N']} heads, B = {res['B']} sequences, d_x = {res['d_x']}, d_v = {res['d_v']}; "
+             f"median of {res['repeats']} calls. Memory bandwidth (STREAM triad): "
+             f"{res['bandwidth'] / 1e9:.1f} GB/s.", "",
+             "| dtype | FMA peak (GFLOP/s) | fused exponential (Gexp/s) | loop form, 32 lanes (GFLOP/s) | "
+             "loop form, 128 lanes (GFLOP/s) |", "|---|---|---|---|---|"]
+    for name, c in res["ceilings"].items():
+        lines.append(f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form'])} | "
+                     f"{_g(c['loop_form_wide'])} |")
+    lines += ["", "| dtype | d_k | L | FLOPs / head-sequence | exps | FLOPs per exp | roofline bound | "
+              "roofline (ms) | loop form + exponential (ms) | fused (ms) | fused (GFLOP/s) | fraction of roofline | "
+              "fraction of loop form + exponential | torch path (ms) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        f = r["fused"]
+        torch_ms = f"{r['torch']['median_s'] * 1e3:.2f}" if "torch" in r else "-"
+        lines.append(f"| {r['dtype']} | {r['d_k']} | {r['L']} | {r['flops']} | {r['exps']} | {r['flops_per_exp']:.0f} "
+                     f"| {r['bound']} | {r['roof_s'] * 1e3:.3f} | {r['form_exp_s'] * 1e3:.2f} | {f['median_s'] * 1e3:.2f} "
+                     f"({f['q1_s'] * 1e3:.2f}-{f['q3_s'] * 1e3:.2f}) | {_g(r['fused_flops'])} | "
+                     f"{r['fraction']:.1%} | {r['fraction_of_form_exp']:.0%} | {torch_ms} |")
+    if res.get("blocks"):
+        lines += ["", "| dtype | heads per block | fused (ms) | fused (GFLOP/s) | loop form at that width (GFLOP/s) |",
+                  "|---|---|---|---|---|"]
+        for b in res["blocks"]:
+            lines.append(f"| {b['dtype']} | {b['block']} | {b['median_s'] * 1e3:.2f} "
+                         f"({b['q1_s'] * 1e3:.2f}-{b['q3_s'] * 1e3:.2f}) | {_g(b['fused_flops'])} | "
+                         f"{_g(b['loop_form'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(res: dict, path) -> None:
+    """The roofline figure: GFLOP/s against FLOPs per exponential, one panel per dtype; the roofline
+    (FMA peak, the exponential's rate), the loop form's ceiling and the loop form plus the exponential
+    (their times add), and the fused and torch paths at each shape."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    from . import plotting
+
+    with matplotlib.rc_context(plotting.STYLE):
+        names = list(res["ceilings"])
+        fig, axes = plotting.panels(len(names), height=3.8)
+        axes = np.atleast_1d(axes)
+        for ax, name in zip(axes, names):
+            c = res["ceilings"][name]
+            rows = [r for r in res["rows"] if r["dtype"] == name]
+            xs = np.array([r["flops_per_exp"] for r in rows])
+            x = np.geomspace(xs.min() / 1.6, xs.max() * 1.6)
+            ax.loglog(x, np.minimum(c["fma"], c["exp"] * x) / 1e9, "k-", lw=1.5, label="roofline: FMA peak, exponential")
+            ax.loglog(x, np.full_like(x, c["loop_form"] / 1e9), "k--", lw=1, label="loop form, 32 lanes")
+            ax.loglog(x, 1 / (1 / c["loop_form"] + 1 / (c["exp"] * x)) / 1e9, "k:", lw=1.2,
+                      label="loop form + exponential")
+            ax.loglog(xs, [r["fused_flops"] / 1e9 for r in rows], "D", color="C0", label="fused pass")
+            if all("torch_flops" in r for r in rows):
+                ax.loglog(xs, [r["torch_flops"] / 1e9 for r in rows], "o", mfc="none", color="C1", label="torch path")
+            for r in rows:
+                ax.annotate(f"{r['d_k']}, {r['L']}", (r["flops_per_exp"], r["fused_flops"] / 1e9),
+                            textcoords="offset points", xytext=(0, -9), ha="center", va="top", fontsize=7)
+            ticks = [t for t in (20, 50, 100, 200, 500) if x[0] <= t <= x[-1]]
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.set(xlabel="FLOPs per exponential (labels: $d_k$, $L$)", ylabel="GFLOP/s",
+                   title=f"{name}, {res['N']} heads, {res['B']} sequences")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=3)
+        fig.savefig(path, dpi=plotting.DPI)
+        plt.close(fig)
