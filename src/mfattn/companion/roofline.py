@@ -503,6 +503,11 @@ def plot(res: dict, path) -> None:
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xticks(ticks, [str(t) for t in ticks])
+            lo, hi = ax.get_ylim()
+            yt = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500) if lo <= t <= hi]
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_yticks(yt, [str(t) for t in yt])
+            ax.set_ylim(lo, hi)
             ax.set(xlabel="FLOPs per exponential (labels: $d_k$, $L$)", ylabel="GFLOP/s",
                    title=f"{name}, {res['N']} heads, {res['B']} sequences")
         handles, labels = axes[0].get_legend_handles_labels()
