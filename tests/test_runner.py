@@ -42,6 +42,8 @@ scale = None            # a factor of every point's result
 delay = None            # seconds each point takes
 fail = False            # raise in the sweep's cell
 log = "calls.log"       # file recording each computed point
+shape = (1, 2)          # a tuple, printed as the kernel receives it
+weights = [1.0, 0.5]    # a list, printed as the kernel receives it
 cache_dir = None        # folder keeping finished work (python -m mfattn run sets one per configuration)
 ```
 
@@ -69,6 +71,10 @@ glue("toy-total", f"{total:g}", display=False)
 ```
 
 The sweep's points add up to {glue:text}`toy-total`.
+
+```{code-cell} ipython3
+print("received:", type(shape).__name__, shape, type(weights).__name__, weights)
+```
 
 ```{code-cell} ipython3
 report([check_close("the sum of the sweep", total, 2.0 * cfg.n_points * (cfg.n_points - 1) / 2, 1e-12,
@@ -232,3 +238,13 @@ def test_import_mfattn_exposes_its_submodules():
             "print(mfattn.dynamics.__name__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == "mfattn.flows.dynamics", res.stderr
+
+
+def test_the_run_receives_the_checked_values_with_their_types(toy):
+    # papermill's own translator writes a tuple as a string; the run must get the tuple the check accepted
+    proc = cli(toy, "run", "01", "-p", "shape", "(8, 16)", "-p", "weights", "[0.25, 2]", "--out", str(toy / "t"),
+               "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    nb = nbformat.read(toy / "t" / "01-toy.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "received: tuple (8, 16) list [0.25, 2]" in printed

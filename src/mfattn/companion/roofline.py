@@ -8,7 +8,7 @@ same cores, with a kernel that the compiler vectorises:
 * the multiply-add units: :func:`peak_flops`, independent multiply-add chains on 128 accumulators per
   thread, contracted to FMAs (fast-math ``contract``), so the rate is the cores' FMA peak;
 * the exponential: :func:`exp_rate`, the fused pass's own exponential
-  (:func:`mfattn.models.fused._exp_parts` and the power of two in the exponent bits), the same code,
+  (``mfattn.models.fused._exp_parts`` and the power of two in the exponent bits), the same code,
   on lanes held in L1;
 * memory: :func:`bandwidth`, a STREAM triad over arrays far larger than the last-level cache.
 

@@ -302,6 +302,27 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+def _exact_translator():
+    """Make papermill write every checked value as the Python literal it is. Its own translator knows
+    JSON's types only and writes anything else (a tuple, ``inf``) as a string, so ``-p N_grid "(8, 16)"``
+    passed the check as a tuple and reached the chapter as the text ``"(8, 16)"``."""
+    import math
+
+    from papermill.translators import PythonTranslator, papermill_translators
+
+    class Exact(PythonTranslator):
+        @classmethod
+        def translate(cls, val):
+            if isinstance(val, tuple):
+                inner = ", ".join(cls.translate(v) for v in val)
+                return f"({inner},)" if len(val) == 1 else f"({inner})"
+            if isinstance(val, float) and not math.isfinite(val):
+                return f"float({str(val)!r})"
+            return super().translate(val)
+
+    papermill_translators.register("python", Exact)
+
+
 def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, inplace: bool = False,
                 quiet: bool = False, timeout: int | None = None, cache: bool = True, html: bool = False) -> Path:
     """Execute the chapter ``src`` with the parameters ``values`` (``python -m mfattn run``).
@@ -438,6 +459,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     import warnings
 
     logging.getLogger("papermill").setLevel(logging.ERROR)
+    _exact_translator()
     code = code_state(src) if inplace else None  # the code the kernel loads, before the run
     t0 = time.perf_counter()
     try:
