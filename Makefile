@@ -77,7 +77,8 @@ check-html: $(STAMP)
 
 execute: $(STAMP)
 	@mkdir -p $(STATE)
-	for md in $(CHAPTERS); do $(BIN)/python -m mfattn run $$md --inplace --quiet || exit 1; done
+	# status 3: the chapter ran to its end and a claim failed; that is a result, and the run is kept
+	for md in $(CHAPTERS); do $(BIN)/python -m mfattn run $$md --inplace --quiet || [ $$? -eq 3 ] || exit 1; done
 
 clean:
 	rm -rf _build runs

@@ -58,7 +58,9 @@ def test_run_executes_with_overrides_and_writes_to_the_chosen_folder(tmp_path):
                 seed=4)
     args = [x for k, v in tiny.items() for x in ("-p", k, str(v))]
     res = run_cli("run", "01", *args, "--out", str(tmp_path), "--quiet")
-    assert res.returncode == 0, res.stderr[-3000:]
+    # 3: the run finished and a claim failed (these sizes are far below the ci profile's)
+    assert res.returncode in (0, 3), res.stderr[-3000:]
+    assert res.stdout.splitlines()[-1].startswith("verdicts: ")
     out = nbformat.read(tmp_path / "01-preliminaries.ipynb", as_version=4)
     injected = [c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and "n_heads = 6" in injected[0].source
@@ -76,7 +78,7 @@ def test_run_rejects_unknown_parameters_and_protects_committed_notebooks(tmp_pat
     res = run_cli("run", "01-preliminaries", "--inplace", "-p", "seed", "1")
     assert res.returncode != 0 and "takes no" in res.stderr
     res = run_cli("run", "99-nothing")
-    assert res.returncode != 0 and "chapters:" in res.stderr
+    assert res.returncode == 2 and "chapters:" in res.stderr
 
 
 def test_bad_values_end_in_one_line_before_a_kernel_starts(tmp_path):

@@ -44,6 +44,7 @@ fail = False            # raise in the sweep's cell
 log = "calls.log"       # file recording each computed point
 shape = (1, 2)          # a tuple, printed as the kernel receives it
 weights = [1.0, 0.5]    # a list, printed as the kernel receives it
+offset = 1.0            # 1 + what is added to the claim's measurement (2: a claim that fails)
 cache_dir = None        # folder keeping finished work (python -m mfattn run sets one per configuration)
 ```
 
@@ -78,7 +79,9 @@ print("received:", type(shape).__name__, shape, type(weights).__name__, weights)
 
 ```{code-cell} ipython3
 report([check_close("the sum of the sweep", total, 2.0 * cfg.n_points * (cfg.n_points - 1) / 2, 1e-12,
-                    kind="check", ref=())])
+                    kind="check", ref=()),
+        check_close("the mean of the sweep's points", total / cfg.n_points + offset - 1.0, cfg.scale * (cfg.n_points - 1) / 2,
+                    1e-9, kind="claim", ref=())])
 ```
 '''
 
@@ -217,7 +220,7 @@ def test_compare_prints_a_run_beside_the_committed_verdicts(toy):
     res = cli(toy, "run", "01", "--out", str(run), "--quiet")
     assert res.returncode == 0, res.stderr
     res = cli(toy, "compare", str(run))
-    assert res.returncode == 0 and "0 of 1 verdicts changed status" in res.stdout, res.stdout + res.stderr
+    assert res.returncode == 0 and "0 of 2 verdicts changed status" in res.stdout, res.stdout + res.stderr
     nb = json.loads((run / "01-toy.ipynb").read_text())
     for cell in nb["cells"]:
         for o in cell.get("outputs", []):
@@ -225,9 +228,43 @@ def test_compare_prints_a_run_beside_the_committed_verdicts(toy):
                 v["status"], v["measured"] = "FAIL", "31"
     (run / "01-toy.ipynb").write_text(json.dumps(nb))
     res = cli(toy, "compare", str(run))
-    assert "1 of 1 verdicts changed status" in res.stdout and "<- status changed" in res.stdout
-    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("the sum of the sweep"))
-    assert "PASS" in line and "FAIL" in line and "31" in line
+    assert "2 of 2 verdicts changed status" in res.stdout and "<- status changed" in res.stdout
+    lines = res.stdout.splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.endswith("the sum of the sweep"))
+    assert "PASS" in lines[i + 1] and "FAIL" in lines[i + 1] and "31" in lines[i + 1]
+    # every claim in full, however long: wrapped, not cut
+    nb = json.loads((run / "01-toy.ipynb").read_text())
+    long = "a claim whose first seventy characters are the same as those of another claim, " * 2
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            for v in o.get("metadata", {}).get("mfattn", {}).get("verdicts", []):
+                v["claim"] = long + v["claim"]
+    (run / "01-toy.ipynb").write_text(json.dumps(nb))
+    res = cli(toy, "compare", str(run))
+    text = " ".join(ln.strip() for ln in res.stdout.splitlines())
+    assert (long + "the sum of the sweep").strip() in text and (long + "the mean of").strip() in text
+    claim_lines = [ln for ln in res.stdout.splitlines()[1:-1] if not ln.lstrip().startswith("committed:")]
+    assert len(claim_lines) >= 4 and max(len(ln) for ln in claim_lines) <= 100
+
+
+def test_run_ends_with_a_summary_and_exits_3_when_a_claim_fails(toy):
+    res = cli(toy, "run", "01", "--out", str(toy / "ok"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "verdicts: 2 (claim 1 PASS; check 1 PASS)"
+    res = cli(toy, "run", "01", "-p", "offset", "2.0", "--out", str(toy / "bad"), "--quiet")
+    assert res.returncode == 3, res.stderr
+    assert res.stdout.splitlines()[-1] == ("verdicts: 2 (claim 0 PASS, 1 FAIL; check 1 PASS); "
+                                           "FAIL: [claim] the mean of the sweep's points")
+    assert (toy / "bad" / "01-toy.ipynb").exists()  # the run is kept: a failed claim is a result
+
+
+def test_usage_errors_exit_2_and_say_so_in_one_line(toy):
+    for args in (["run", "99"], ["params", "99"], ["new", "Bad_Name"], ["run", "01", "-p", "n_points", "0"]):
+        res = cli(toy, *args)
+        assert res.returncode == 2, (args, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("mfattn: "), res.stderr
+    res = cli(toy, "--help")
+    assert "exit status:" in res.stdout and "130" in res.stdout and "3 " in res.stdout
 
 
 def test_import_mfattn_exposes_its_submodules():

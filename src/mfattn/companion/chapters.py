@@ -21,6 +21,7 @@ runner, the replication and the evidence map.
 from __future__ import annotations
 
 import ast
+import sys
 import io
 import tokenize
 from dataclasses import dataclass
@@ -79,6 +80,14 @@ def chapters(root: Path) -> list[str]:
     return sorted(p.stem for p in (root / "notebooks").glob("*.md"))
 
 
+class UserError(SystemExit):
+    """A fault of the command line the user can fix: one line on stderr, exit status 2."""
+
+    def __init__(self, message: str):
+        print(f"mfattn: {message}", file=sys.stderr)
+        super().__init__(2)
+
+
 def find_chapter(root: Path, name: str) -> Path:
     """The source of the one chapter whose name is ``name`` or starts with it.
 
@@ -97,7 +106,7 @@ def find_chapter(root: Path, name: str) -> Path:
     Raises
     ------
     SystemExit
-        When no chapter or several match, naming the chapters.
+        With status 2 (:class:`UserError`) when no chapter or several match, naming the chapters.
 
     Examples
     --------
@@ -109,7 +118,7 @@ def find_chapter(root: Path, name: str) -> Path:
     names = chapters(root)
     match = [c for c in names if c == stem] or [c for c in names if c.startswith(stem)]
     if len(match) != 1:
-        raise SystemExit(f"mfattn: chapter {name!r} matches {match or 'nothing'}; chapters: {', '.join(names)}")
+        raise UserError(f"chapter {name!r} matches {match or 'nothing'}; chapters: {', '.join(names)}")
     return root / "notebooks" / f"{match[0]}.md"
 
 

@@ -20,7 +20,7 @@ import ast
 import sys
 from pathlib import Path
 
-from .chapters import chapters, find_chapter, repo_root, strip_papermill  # noqa: F401  (the commands' helpers)
+from .chapters import UserError, chapters, find_chapter, repo_root, strip_papermill  # noqa: F401  (the commands' helpers)
 
 
 def parse_value(text: str):
@@ -37,10 +37,10 @@ def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
     import re
 
     if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
-        raise SystemExit(f"mfattn: name {name!r}: use lowercase letters, digits and hyphens, e.g. my-experiment")
+        raise UserError(f"name {name!r}: use lowercase letters, digits and hyphens, e.g. my-experiment")
     existing = chapters(root)
     if any(c.split("-", 1)[-1] == name for c in existing):
-        raise SystemExit(f"mfattn: name {name!r}: a chapter of that name exists")
+        raise UserError(f"name {name!r}: a chapter of that name exists")
     numbers = [int(c[:2]) for c in existing if c[:2].isdigit()]
     stem = f"{max(numbers, default=0) + 1:02d}-{name}"
     target = root / "notebooks" / f"{stem}.md"
@@ -88,10 +88,29 @@ def run(args) -> Path:
                        timeout=args.timeout, cache=not args.no_cache, html=args.html)
 
 
+#: The exit statuses of every command (shown by ``--help`` and in the README).
+EXIT_STATUSES = """exit status:
+  0    done (for run: every claim and derived verdict passed; a failed hypothesis or check is reported)
+  1    a chapter's cell, or a command, failed (one line names it, and the partial notebook)
+  2    usage: a bad argument or value, an unknown chapter, parameter or name (one line, nothing runs)
+  3    run: the chapter ran to its end and a claim or derived verdict failed (the summary names it)
+  130  interrupted (Ctrl-C); a rerun of the same command resumes"""
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mfattn", description=__doc__.splitlines()[0])
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("mfattn: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mfattn", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_STATUSES)
     sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run", help="execute a chapter with parameters (papermill)")
+    p_run = sub.add_parser("run", help="execute a chapter with parameters (papermill)", epilog=EXIT_STATUSES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     p_run.add_argument("chapter", help="chapter name or prefix, e.g. 01-preliminaries or 01")
     p_run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     p_run.add_argument("--profile", help="profile of sizes: ci (default) or paper")
@@ -169,8 +188,9 @@ def main(argv=None) -> int:
 
         print(write_html(args.notebook))
         return 0
-    run(args)
-    return 0
+    from .runner import EXIT_FAILED_CLAIM, verdict_summary
+
+    return EXIT_FAILED_CLAIM if verdict_summary(run(args))[1] else 0
 
 
 if __name__ == "__main__":

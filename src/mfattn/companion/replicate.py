@@ -326,7 +326,7 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
     ``python -m mfattn run`` so that several run at once. A seed that finished before is reused only
     when it ran the same code (``mfattn.companion.runner.code_version``: the package and the
     chapter's code cells); after any change it runs again."""
-    from .runner import code_version
+    from .runner import EXIT_FAILED_CLAIM, code_version
 
     out = root / "runs" / src.stem / "replicate" / f"seed-{seed}"
     nb = out / f"{src.stem}.ipynb"
@@ -345,7 +345,8 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
     cmd = [sys.executable, "-m", "mfattn", "run", src.stem, "-p", "seed", str(seed), "--out", str(out), "--quiet"]
     r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
     secs = time.perf_counter() - t0
-    if r.returncode != 0 or not nb.exists():
+    # a run that ended with a failed claim (EXIT_FAILED_CLAIM) finished: its verdicts are the replicate
+    if r.returncode not in (0, EXIT_FAILED_CLAIM) or not nb.exists():
         # the chapter itself failed under this seed: a replicate in which no verdict passed, kept as
         # such (with the error) rather than dropped, since it is what a user running that seed meets
         error = (r.stderr.strip().splitlines() or ["no output"])[-1]

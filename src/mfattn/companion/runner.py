@@ -27,15 +27,9 @@ import threading
 import time
 from pathlib import Path
 
+from .chapters import UserError  # one line on stderr, exit status 2
+
 __all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
-
-
-class UserError(SystemExit):
-    """A fault of the command line the user can fix: one line, exit status 2."""
-
-    def __init__(self, message: str):
-        print(f"mfattn: {message}", file=sys.stderr)
-        super().__init__(2)
 
 
 def _code_cells(src: Path) -> str:
@@ -505,6 +499,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         target.unlink()
         target = final
     print(f"executed {src.name} -> {target} in {_fmt_seconds(seconds)}")
+    print(verdict_summary(target)[0])
     if html:
         page = write_html(target)
         print(f"html: {page}")
@@ -574,6 +569,53 @@ def write_html(notebook) -> Path:
     return dest / f"{notebook.stem}.html"
 
 
+#: Exit status of ``python -m mfattn run`` when the chapter ran to its end and a claim or derived
+#: verdict failed (1: a cell failed; 2: a usage error; 130: interrupted). A hypothesis that fails is
+#: a result about the model, and a failed check is reported, but neither changes the status.
+EXIT_FAILED_CLAIM = 3
+
+
+def verdict_summary(notebook) -> tuple[str, bool]:
+    """One line on the verdicts an executed chapter stored: the count by kind and status, and every
+    FAIL by its claim, in full; and whether a claim or derived verdict failed.
+
+    Parameters
+    ----------
+    notebook : str or pathlib.Path
+        An executed chapter notebook.
+
+    Returns
+    -------
+    tuple
+        ``(line, failed)``: the line, and True when a verdict of kind ``claim`` or ``derived`` failed.
+
+    Examples
+    --------
+    >>> import pathlib, mfattn
+    >>> from mfattn.runner import verdict_summary
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> line, failed = verdict_summary(root / "notebooks" / "07-two-layer-baseline.ipynb")
+    >>> line.startswith("verdicts: ")
+    True
+    """
+    from .verdicts import EVIDENCE, KINDS
+
+    records = _verdicts(Path(notebook))
+    if not records:
+        return "verdicts: none recorded", False
+    parts = []
+    for kind in [*KINDS, *sorted({r.get("kind") for r in records} - set(KINDS), key=str)]:
+        mine = [r for r in records if r.get("kind") == kind]
+        if mine:
+            n_pass = sum(r.get("status") == "PASS" for r in mine)
+            parts.append(f"{kind} {n_pass} PASS" + (f", {len(mine) - n_pass} FAIL" if n_pass < len(mine) else ""))
+    fails = [r for r in records if r.get("status") != "PASS"]
+    line = f"verdicts: {len(records)} ({'; '.join(parts)})"
+    if fails:
+        line += "; FAIL: " + " | ".join(f"[{r.get('kind')}] {r.get('claim')}" for r in fails)
+    return line, any(r.get("kind") in EVIDENCE for r in fails)
+
+
 def _verdicts(notebook: Path) -> list[dict]:
     nb = json.loads(Path(notebook).read_text())
     out = []
@@ -628,19 +670,21 @@ def compare(run, root: Path | None = None) -> int:
     mine, theirs = _verdicts(path), {v["claim"]: v for v in _verdicts(committed)}
     if not mine:
         raise UserError(f"{path}: holds no verdicts (did the run finish?)")
+    import textwrap
+
     rows, changed = [], 0
     for v in mine:
         c = theirs.pop(v["claim"], None)
         flag = "" if c is None or c["status"] == v["status"] else "  <- status changed"
         changed += bool(flag)
-        rows.append((v["claim"][:70], c["measured"] if c else "-", c["status"] if c else "new", v["measured"],
+        rows.append((v["claim"], c["measured"] if c else "-", c["status"] if c else "new", v["measured"],
                      v["status"], flag))
-    rows += [(claim[:70], c["measured"], c["status"], "-", "absent", "") for claim, c in theirs.items()]
-    head = ("claim", "committed", "", "this run", "", "")
-    w = [max(len(str(r[i])) for r in rows + [head]) for i in range(5)]
+    rows += [(claim, c["measured"], c["status"], "-", "absent", "") for claim, c in theirs.items()]
     print(f"{path.stem}: {path} against {committed.relative_to(root)}")
-    for r in [head] + rows:
-        print("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r[:5])) + r[5])
+    for i, (claim, cm, cs, m, s, flag) in enumerate(rows, 1):
+        # every claim in full, wrapped: claims that share their first words stay told apart
+        print(textwrap.fill(claim, 96, initial_indent=f"{i:>3}. ", subsequent_indent="     "))
+        print(f"     committed: {cm} {cs}   this run: {m} {s}{flag}")
     print(f"{changed} of {len(mine)} verdicts changed status")
     return changed
 
