@@ -2,6 +2,7 @@
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,7 +201,7 @@ def test_list_names_the_chapters_with_titles_and_run_times():
 def test_cache_key_changes_with_every_parameter_of_the_chapter(md):
     """A cache folder stands for one configuration: changing any single parameter of the chapter
     (ch02's ref_step once was left out of its keys) gives another folder."""
-    from mfattn.chapters import CHOICES, check_values
+    from mfattn.chapters import check_values, declared
     from mfattn.runner import cache_key
 
     base = check_values(md, {})
@@ -217,7 +218,8 @@ def test_cache_key_changes_with_every_parameter_of_the_chapter(md):
         elif isinstance(value, list):
             other = value[:-1] if len(value) > 1 else value * 2
         else:
-            other = next(c for c in CHOICES.get(name, (value + "x",)) if c != value)
+            choices = (declared(md) or {}).get(name, {}).get("choices") or [value + "x"]
+            other = next(c for c in choices if c != value)
         key = cache_key(md, dict(base, **{name: other}))
         assert key not in keys, f"{name} = {other!r} gives the cache folder of {keys.get(key)}"
         keys[key] = name
@@ -268,3 +270,33 @@ def test_front_matter_parameters_are_checked(tmp_path):
     assert declared(md) is None
     md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0, help: horizon}\n---\n")
     assert declared(md) == {"T": {"ci": 1.0, "paper": 2.0, "help": "horizon"}}
+
+
+@pytest.mark.parametrize("chapter,name,bad,good,message", [
+    ("04", "tail_from", 1.0, 0.5, "must be < 1"),
+    ("04", "onehot_tasks", ["teacher"], ["text"], "must be one of 'markov', 'text'"),
+    ("06", "sphere_dims", [2, 3], [3, 4], "must be >= 3"),
+    ("01", "dim_starts", -1, 0, "must be >= 0"),
+    ("01", "task", "markow", "markov", "must be one of 'teacher', 'markov', 'text'"),
+])
+def test_a_chapter_declares_its_own_ranges_and_choices(chapter, name, bad, good, message):
+    """The check enforces what the chapter's front matter declares beside the defaults (``range:``,
+    ``choices:``), not a list shared by every chapter: dim_starts may be 0 in chapter 01 alone."""
+    from mfattn.chapters import check_values, find_chapter
+
+    md = find_chapter(ROOT, chapter)
+    with pytest.raises(ValueError, match=f"{name} = .*{re.escape(message)}"):
+        check_values(md, {name: bad})
+    assert check_values(md, {name: good})[name] == good
+    # elsewhere a number without a declared range stays > 0
+    with pytest.raises(ValueError, match="must be > 0"):
+        check_values(find_chapter(ROOT, "07"), {"n_seeds": 0})
+
+
+def test_a_malformed_range_is_refused_by_name(tmp_path):
+    from mfattn.chapters import declared
+
+    md = tmp_path / "01-x.md"
+    md.write_text("---\nmfattn-parameters:\n  a: {ci: 1, paper: 2, help: x, range: '[2, 1]'}\n---\n")
+    with pytest.raises(ValueError, match="parameter 'a': range '\\[2, 1\\]': empty"):
+        declared(md)

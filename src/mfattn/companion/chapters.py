@@ -194,7 +194,9 @@ def declared(path) -> dict | None:
     Returns
     -------
     dict or None
-        ``{name: {profile: value, ..., "help": text}}`` in the order of the front matter.
+        ``{name: {profile: value, ..., "help": text}}`` in the order of the front matter; an entry
+        may also give its values' ``range`` (an interval, ``"[0, 1)"``, ``"(0, inf)"``; numbers
+        default to ``"(0, inf)"``) and ``choices`` (a list), which :func:`check_values` enforces.
 
     Raises
     ------
@@ -228,7 +230,14 @@ def declared(path) -> dict | None:
     for name, entry in table.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("help"), str):
             raise ValueError(f"path: {path}: parameter {name!r} needs a mapping with its profiles and a help text")
-        profs = sorted(k for k in entry if k != "help")
+        if "range" in entry:
+            try:
+                _interval(entry["range"])
+            except ValueError as e:
+                raise ValueError(f"path: {path}: parameter {name!r}: {e}") from None
+        if "choices" in entry and not (isinstance(entry["choices"], list) and entry["choices"]):
+            raise ValueError(f"path: {path}: parameter {name!r}: choices must be a non-empty list")
+        profs = sorted(k for k in entry if k not in _META)
         if names is not None and profs != names:
             raise ValueError(f"path: {path}: parameter {name!r} has profiles {profs}, the others {names}")
         names = profs
@@ -323,7 +332,7 @@ def profiles(path) -> dict[str, dict]:
     """
     table = declared(path)
     if table:
-        profs = [k for k in next(iter(table.values())) if k != "help"]
+        profs = [k for k in next(iter(table.values())) if k not in _META]
         return {prof: {name: entry[prof] for name, entry in table.items()} for prof in profs}
     for cell in _cells(path):
         if cell.cell_type != "code":
@@ -384,19 +393,39 @@ def parameter_rows(path) -> list[dict]:
     return rows
 
 
-# What a value may be, beyond the type of the profile's value (see check_values). A rule applies to
-# the parameter of that name in every chapter; numbers not named here must be > 0.
-CHOICES = {
-    "task": ("teacher", "markov", "text"),
-    "onehot_tasks": ("markov", "text"),
-}
+# Keys of a front-matter entry that are not profiles.
+_META = ("help", "range", "choices")
+# What a value may be, beyond the type of the profile's value (see check_values): a chapter declares
+# its own parameters' ranges and choices in its front matter (``range:``, ``choices:``); these are the
+# run settings every chapter shares. Numbers with no range must be > 0.
+CHOICES: dict = {}
 # name: (low, high, low included, high included); None: unbounded on that side
 RANGES = {
     "seed": (0, 2**63 - 1, True, True),
-    "tail_from": (0, 1, False, False),
-    "sphere_dims": (3, None, True, True),
-    "dim_max_order": (1, 6, True, True),
 }
+_DEFAULT_RANGE = (0, None, False, True)
+
+
+def _interval(text) -> tuple:
+    """``"[a, b)"`` -> ``(a, b, True, False)``; ``inf`` (or ``-inf``) leaves a side unbounded (None)."""
+    import re
+
+    m = re.fullmatch(r"\s*([\[(])\s*([^,]+?)\s*,\s*([^,]+?)\s*([\])])\s*", str(text))
+    if not m:
+        raise ValueError(f"range {text!r}: write an interval, like '[0, 1)' or '(0, inf)'")
+    def bound(x):
+        if x.lstrip("+-") == "inf":
+            return None
+        try:
+            return int(x) if re.fullmatch(r"[+-]?\d+", x) else float(x)
+        except ValueError:
+            raise ValueError(f"range {text!r}: {x!r} is not a number") from None
+    lo, hi = bound(m.group(2)), bound(m.group(3))
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"range {text!r}: empty")
+    return lo, hi, m.group(1) == "[", m.group(4) == "]"
+
+
 _DEVICE = r"cpu|auto|cuda(:[0-9]+)?"
 
 
@@ -418,7 +447,7 @@ _WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "
           "list": "a list"}
 
 
-def _check_scalar(name, value, ref, what):
+def _check_scalar(name, value, ref, what, rules=None):
     """Why ``value`` (or an element of a list) is not allowed where ``ref`` is the profile's value;
     ``None`` when it is."""
     import math
@@ -438,13 +467,18 @@ def _check_scalar(name, value, ref, what):
     if kind == "str":
         if name == "device" and not re.fullmatch(_DEVICE, value):
             return "must be 'cpu', 'auto', 'cuda' or 'cuda:K'"
-        if name in CHOICES and value not in CHOICES[name]:
-            return f"{what} must be one of {', '.join(repr(c) for c in CHOICES[name])}"
+        choices = (rules or {}).get("choices") or CHOICES.get(name)
+        if choices and value not in choices:
+            return f"{what} must be one of {', '.join(repr(c) for c in choices)}"
         return None
     if kind in ("int", "float"):
         if not math.isfinite(value):
             return f"{what} must be finite"
-        lo, hi, lo_in, hi_in = RANGES.get(name, (0, None, False, True))
+        choices = (rules or {}).get("choices")
+        if choices and value not in choices:
+            return f"{what} must be one of {', '.join(repr(c) for c in choices)}"
+        given = (rules or {}).get("range")
+        lo, hi, lo_in, hi_in = _interval(given) if given is not None else RANGES.get(name, _DEFAULT_RANGE)
         if lo is not None and (value < lo or (value == lo and not lo_in)):
             return f"{what} must be {'>=' if lo_in else '>'} {lo}"
         if hi is not None and (value > hi or (value == hi and not hi_in)):
@@ -457,9 +491,9 @@ def check_values(path, values: dict) -> dict:
     ``values`` gives it, else the chosen profile's, else the parameters cell's; each value checked.
 
     A value must have the type of the profile's value (an integer where the profile has one, a
-    number, a string, a list of such), be finite, and lie in its range: numbers are > 0 except
-    those of :data:`RANGES` (``seed`` >= 0, ``tail_from`` in (0, 1), ...), strings of
-    :data:`CHOICES` are one of theirs, ``profile`` names a profile of the chapter's table,
+    number, a string, a list of such), be finite, and lie in the range and among the choices its
+    chapter declares beside it in the front matter (:func:`declared`); numbers without a declared
+    range must be > 0 (``seed`` >= 0), ``profile`` names a profile of the chapter's table,
     ``device`` is ``cpu``, ``auto``, ``cuda`` or ``cuda:K``, and ``cache_dir`` is a string or None.
     ``None`` keeps the profile's value where the cell's default is ``None``.
 
@@ -500,6 +534,7 @@ def check_values(path, values: dict) -> dict:
     """
     params = parameters(path)
     table = profiles(path)
+    rules = {name: {k: e[k] for k in ("range", "choices") if k in e} for name, e in (declared(path) or {}).items()}
     names = [p.name for p in params]
     unknown = sorted(set(values) - set(names))
     if unknown:
@@ -529,9 +564,10 @@ def check_values(path, values: dict) -> dict:
             if not isinstance(value, (list, tuple)) or not value:
                 why = f"must be a non-empty list (like {list(ref)!r})"
             else:
-                why = next((w for w in (_check_scalar(name, v, ref[0], "every element") for v in value) if w), None)
+                why = next((w for w in (_check_scalar(name, v, ref[0], "every element", rules.get(name))
+                                        for v in value) if w), None)
         else:
-            why = _check_scalar(name, value, ref, "it")
+            why = _check_scalar(name, value, ref, "it", rules.get(name))
             if why and why.startswith("it "):
                 why = why[3:]
         if why:

@@ -63,12 +63,19 @@ def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
 
 def print_params(src: Path) -> None:
     """``python -m mfattn params CHAPTER``: each parameter, its value per profile, its meaning."""
-    from .chapters import parameter_rows
+    from .chapters import declared, parameter_rows
 
     rows = parameter_rows(src)
+    rules = declared(src) or {}
     profs = [k for k in rows[0] if k not in ("name", "comment")]
     head = ["parameter", *profs, "meaning"]
-    body = [[r["name"], *(repr(r[p]) for p in profs), r["comment"]] for r in rows]
+
+    def meaning(r):
+        e = rules.get(r["name"], {})
+        allowed = (f" (one of {', '.join(map(str, e['choices']))})" if "choices" in e else
+                   f" (in {e['range']})" if "range" in e else "")
+        return r["comment"] + allowed
+    body = [[r["name"], *(repr(r[p]) for p in profs), meaning(r)] for r in rows]
     widths = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head) - 1)]
     print(f"{src.stem}: set one with  python -m mfattn run {src.stem[:2]} -p NAME VALUE  (or --profile NAME)")
     for line in [head] + body:
