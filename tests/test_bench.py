@@ -53,3 +53,30 @@ def test_bench_command_writes_json_table_and_plot(tmp_path):
     again = subprocess.run([sys.executable, "-m", "mfattn", "bench", "--report", str(tmp_path / "t.json")],
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and (tmp_path / "t.md").read_text() in again.stdout
+
+
+def test_bench_flags_figures_whose_calls_spread(tmp_path):
+    # a saved result with one unsteady figure: the table and the warning name it; a steady one has no warning
+    res = json.loads(json.dumps(_SAVED))
+    assert bench.warning(res) is None and "Warning" not in bench.table(res)
+    res["rows"][1]["fused_sgd_spread"] = 0.5
+    warn = bench.warning(res)
+    assert warn and "fused_sgd at N = 8" in warn and "1.5 before the run" in warn
+    assert warn in bench.table(res) and "±25%" in bench.table(res)
+
+
+def test_time_records_the_spread_of_its_calls():
+    calls = iter([0.0, 0.01, 0.02, 0.03, 0.05])
+    sp = []
+    import time as _t
+    med = bench._time(lambda: _t.sleep(next(calls)), torch.device("cpu"), 4, warmup=1, spread=sp)
+    assert 0.015 < med < 0.04 and len(sp) == 1 and sp[0] > 0.3
+
+
+_SAVED = {"machine": {"cpu": "test CPU (2 logical cores)", "torch": "x", "threads": 2}, "device": "cpu",
+          "dtype": "float32", "task": "teacher", "n_data": 3, "L": 8, "d_x": 4, "d_k": 2, "d_v": 5, "repeats": 5,
+          "peaks": {"matmul_flops": 1e11, "matmul_size": 1024, "copy_bytes_per_s": 1e10}, "best": "fused",
+          "load": [1.5, 1.7], "budgets": [],
+          "rows": [{"N": N, "fused_grad_s": 1e-3, "fused_sgd_s": 1e-4, "fused_grad_spread": 0.05,
+                    "fused_sgd_spread": 0.1, "fused_flops": 1e10, "heads_bytes": 4096, "fused_agree": 0.0}
+                   for N in (4, 8)]}

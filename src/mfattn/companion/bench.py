@@ -152,7 +152,14 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def _time(fn, device, repeats: int, warmup: int = 1) -> float:
+#: A figure whose calls spread by more than this (interquartile range over the median) is flagged:
+#: on a busy machine the other jobs, not the engine, decide it.
+UNSTEADY = 0.2
+
+
+def _time(fn, device, repeats: int, warmup: int = 1, spread: list | None = None) -> float:
+    """The median wall time of ``repeats`` calls; the calls' relative spread (interquartile range
+    over the median, 0 for fewer than 3 calls) is appended to ``spread`` when given."""
     for _ in range(warmup):
         fn()
     _sync(device)
@@ -162,7 +169,11 @@ def _time(fn, device, repeats: int, warmup: int = 1) -> float:
         fn()
         _sync(device)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    med = statistics.median(times)
+    if spread is not None:
+        q = statistics.quantiles(times, n=4) if len(times) >= 3 else [med, med, med]
+        spread.append((q[2] - q[0]) / med if med > 0 else 0.0)
+    return med
 
 
 def _status_kb(field: str) -> int:
@@ -231,6 +242,7 @@ def run_benchmark(
     item = torch.finfo(dt).bits // 8
     g = torch.Generator().manual_seed(seed + 1)
     flops = flop_count(L, model.d_x, model.d_k)
+    load0 = os.getloadavg()[0]
     out = {"machine": machine(dev), "device": str(dev), "dtype": dtype, "task": task, "n_data": n, "L": L,
            "d_x": model.d_x, "d_k": model.d_k, "d_v": model.d_v, "repeats": repeats,
            "flops_per_head_sample": flops, "peaks": _device_peaks(dev, dt), "rows": [], "budgets": []}
@@ -256,8 +268,10 @@ def run_benchmark(
             grad = GRADS[impl]
             gr = grad(model, X, Y, heads, w)
             row[f"{impl}_agree"] = float((gr - ref).abs().max()) / scale  # relative to the largest entry
-            row[f"{impl}_grad_s"] = _time(lambda: grad(model, X, Y, heads, w), dev, repeats)
-            row[f"{impl}_sgd_s"] = _time(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats)
+            sp = []
+            row[f"{impl}_grad_s"] = _time(lambda: grad(model, X, Y, heads, w), dev, repeats, spread=sp)
+            row[f"{impl}_sgd_s"] = _time(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats, spread=sp)
+            row[f"{impl}_grad_spread"], row[f"{impl}_sgd_spread"] = sp
             if memory:
                 row[f"{impl}_grad_mem"] = _peak_memory(lambda: grad(model, X, Y, heads, w), dev)
             if impl == "loop" and row["loop_grad_s"] * repeats > loop_max_seconds:
@@ -279,6 +293,7 @@ def run_benchmark(
     for b in budgets:
         m = HeadModel(model.W_out, model.d_k, memory_budget=int(b), fused=False)
         out["budgets"].append({"N": N, "budget": int(b), "grad_s": _time(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)})
+    out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]  # 1-minute load average, before and after
     if profile:
         heads = (0.5 * torch.randn(profile, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
         w = torch.full((profile,), 1.0 / profile, dtype=dt, device=dev)
@@ -371,8 +386,11 @@ def table(res: dict) -> str:
         def sp(impl):
             k = f"speedup_grad_vs_{impl}"
             return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
+        def pm(impl, op):  # the median and the calls' spread (results saved before spreads have none)
+            v = r.get(f"{impl}_{op}_spread")
+            return _fmt_s(r[f"{impl}_{op}_s"]) + ("" if v is None else f" ±{50 * v:.0f}%")
         lines.append(
-            f"| {r['N']} | {_fmt_s(r[f'{best}_grad_s'])} | {_fmt_s(r[f'{best}_sgd_s'])} | "
+            f"| {r['N']} | {pm(best, 'grad')} | {pm(best, 'sgd')} | "
             f"{r[f'{best}_flops'] / 1e9:.3g} | {100 * r[f'{best}_flops'] / pk['matmul_flops']:.2g}% | "
             + " | ".join(sp(i) for i in others) + " |")
     lines += ["", f"'× {name[others[0]]}': the {name[best]} pass's speed-up, full gradient / SGD step.", "",
@@ -381,6 +399,10 @@ def table(res: dict) -> str:
     for r in res["rows"]:
         lines.append(f"| {r['N']} | " + " | ".join(_fmt_b(r.get(f"{i}_grad_mem")) for i in [best] + others)
                      + f" | {_fmt_b(r['heads_bytes'])} |")
+    lines += ["", "±: half the interquartile range of the calls, relative to the median."]
+    warn = warning(res)
+    if warn:
+        lines += ["", warn]
     worst = max(max(r.get(f"{i}_agree", 0.0) for i in others) for r in res["rows"])
     lines += ["", f"The {len(others) + 1} implementations agree to {worst:.1e} (largest gradient difference relative "
               f"to the largest gradient entry, against the {name[best]}). 'not run': the naive pass would exceed a "
@@ -400,6 +422,21 @@ def table(res: dict) -> str:
         lines += ["", "Chunk budget (torch path, full gradient, N = " + str(res["budgets"][0]["N"]) + "): " +
                   ", ".join(f"{_fmt_b(b['budget'])}: {_fmt_s(b['grad_s'])}" for b in res["budgets"]) + "."]
     return "\n".join(lines) + "\n"
+
+
+def warning(res: dict) -> str | None:
+    """A warning when the calls of some figures spread by more than :data:`UNSTEADY`, with the load
+    average that explains it; ``None`` when every figure is steady."""
+    bad = [(r["N"], k[:-7]) for r in res["rows"] for k, v in r.items() if k.endswith("_spread") and v > UNSTEADY]
+    if not bad:
+        return None
+    load = res.get("load")
+    busy = (f" The load average was {load[0]:g} before the run and {load[1]:g} after it, on "
+            f"{res['machine'].get('cpu', 'this machine')}." if load else "")
+    shown = ", ".join(f"{what} at N = {N}" for N, what in bad[:6]) + (", ..." if len(bad) > 6 else "")
+    return (f"**Warning: {len(bad)} figure(s) spread by more than {100 * UNSTEADY:.0f}% between calls** ({shown}): "
+            f"another job shared the machine, and those rows measure it as much as the engine.{busy} "
+            "Rerun on an idle machine before comparing them.")
 
 
 _LABEL = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
@@ -488,6 +525,9 @@ def main(args) -> dict:
                         compile_time_too=not args.no_compile_time,
                         budgets=[int(float(b)) for b in args.budgets.split(",") if b], profile=args.profile)
     _write(res, args, args.device)
+    warn = warning(res)
+    if warn:
+        print("mfattn bench: " + warn.replace("**", ""), file=sys.stderr)
     return res
 
 
