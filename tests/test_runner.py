@@ -213,6 +213,26 @@ def test_html_of_a_run_renders_its_outputs_and_glue_without_executing(toy):
     assert len(calls(toy)) == n  # nothing re-executed
 
 
+def test_html_pages_share_one_copy_of_the_theme_assets(toy):
+    pages = []
+    for name in ("a", "b"):
+        out = toy / "runs" / "01-toy" / name
+        assert cli(toy, "run", "01", "--out", str(out), "--quiet").returncode == 0
+        res = cli(toy, "html", str(out / "01-toy.ipynb"))
+        assert res.returncode == 0, res.stderr
+        pages.append(Path(res.stdout.strip().splitlines()[-1]))
+    links = [p.parent / "_static" for p in pages]
+    assert all(link.is_symlink() for link in links)
+    shared = {link.resolve() for link in links}
+    assert len(shared) == 1 and next(iter(shared)).parent == (toy / "runs" / ".html-static").resolve()
+    # what the page links to is there, through the link
+    css = [m for m in __import__("re").findall(r'href="(_static/[^"?]+\.css)', pages[0].read_text())]
+    assert css and all((pages[0].parent / c).is_file() for c in css)
+    page_bytes = sum(f.stat().st_size for f in pages[0].parent.rglob("*") if f.is_file() and not f.is_symlink()
+                     and "_static" not in f.relative_to(pages[0].parent).parts)
+    assert page_bytes < 5e6  # the page's own files, without the shared assets (about 30 MB)
+
+
 def test_compare_prints_a_run_beside_the_committed_verdicts(toy):
     res = cli(toy, "run", "01", "--inplace", "--quiet")
     assert res.returncode == 0, res.stderr

@@ -509,7 +509,9 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
 def write_html(notebook) -> Path:
     """An HTML page of an executed notebook, built by Jupyter Book with execution off (the notebook
     is rendered as it is, outputs and glued figures included; nothing runs again). The page and
-    its assets go to ``NOTEBOOK-html/``; returns the page.
+    its images go to ``NOTEBOOK-html/``; the theme's assets (about 30 MB) are kept once under
+    ``runs/.html-static/`` (or beside the notebook when it is not under a ``runs`` folder) and
+    linked from ``NOTEBOOK-html/_static``, so every page of a checkout shares one copy. Returns the page.
 
     Parameters
     ----------
@@ -563,10 +565,35 @@ def write_html(notebook) -> Path:
         if res.returncode != 0 or not (built / f"{notebook.stem}.html").is_file():
             tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
             raise SystemExit(f"mfattn: the HTML build of {notebook} failed: {tail[0]}")
-        if dest.exists():
+        # the theme's assets (about 30 MB, MathJax most of it) are the same for every page of this
+        # install: kept once per content under runs/.html-static/, and linked from each page's folder
+        static = built / "_static"
+        shared = None
+        if static.is_dir():
+            runs = next((q for q in notebook.parents if q.name == "runs"), notebook.parent)
+            shared = runs / ".html-static" / _tree_digest(static)
+            if not shared.is_dir():
+                part = shared.with_name(shared.name + ".partial")
+                shutil.rmtree(part, ignore_errors=True)
+                shutil.copytree(static, part)
+                part.rename(shared)
+            shutil.rmtree(static)
+        if dest.is_symlink() or dest.is_file():
+            dest.unlink()
+        elif dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(built, dest)
+        if shared is not None:
+            (dest / "_static").symlink_to(os.path.relpath(shared, dest), target_is_directory=True)
     return dest / f"{notebook.stem}.html"
+
+
+def _tree_digest(folder: Path) -> str:
+    """A short hash of a folder's files (relative paths and contents)."""
+    h = hashlib.sha256()
+    for f in sorted(q for q in folder.rglob("*") if q.is_file()):
+        h.update(str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 #: Exit status of ``python -m mfattn run`` when the chapter ran to its end and a claim or derived
