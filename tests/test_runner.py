@@ -231,6 +231,19 @@ def test_html_pages_share_one_copy_of_the_theme_assets(toy):
     page_bytes = sum(f.stat().st_size for f in pages[0].parent.rglob("*") if f.is_file() and not f.is_symlink()
                      and "_static" not in f.relative_to(pages[0].parent).parts)
     assert page_bytes < 5e6  # the page's own files, without the shared assets (about 30 MB)
+    # `runs` lists what runs/ holds; `clean` lists first, and removes with --yes only
+    res = cli(toy, "runs")
+    assert res.returncode == 0
+    listed = {tuple(ln.split()[:3]) for ln in res.stdout.splitlines()[1:-1]}
+    assert ("01-toy", "run", "2") in listed and ("-", "html-assets", "1") in listed and ("01-toy", "cache", "1") in listed
+    res = cli(toy, "clean", "--runs")
+    assert res.returncode == 0 and "nothing removed; add --yes" in res.stdout
+    assert all(p.exists() for p in pages)
+    res = cli(toy, "clean", "--runs", "--chapter", "01", "--yes")
+    assert res.returncode == 0 and "removed 3 entries" in res.stdout, res.stdout
+    assert not (toy / "runs" / "01-toy" / "a").exists() and not list((toy / "runs" / ".html-static").glob("*"))
+    assert (toy / "runs" / "01-toy" / "cache").is_dir()  # caches were not selected
+    assert cli(toy, "clean", "--older-than", "-1").returncode == 2
 
 
 def test_compare_prints_a_run_beside_the_committed_verdicts(toy):

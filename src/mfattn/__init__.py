@@ -44,7 +44,7 @@ LAYOUT = {
     "flows": ("integrate", "dynamics", "seeds"),
     "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport"),
     "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "replicate", "checkhtml",
-                  "sweep", "plotting", "bench", "roofline"),
+                  "sweep", "plotting", "bench", "roofline", "disk"),
 }
 #: Short module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``).
 LAYOUT_OF = {m: f"{pkg}.{m}" for pkg, mods in LAYOUT.items() for m in mods}

@@ -130,6 +130,12 @@ def _main(argv=None) -> int:
                        "per configuration, and a rerun resumes)")
     p_run.add_argument("--html", action="store_true", help="also write an HTML page of the executed run beside it")
     sub.add_parser("list", help="the chapters: name, title, measured run time of the committed ci notebook")
+    sub.add_parser("runs", help="what runs/ holds (caches, replicates, runs, page assets), by chapter, with sizes")
+    from . import disk
+
+    p_clean = sub.add_parser("clean", help="remove caches, replicates or runs from runs/ (lists them first: "
+                             "nothing goes without --yes)")
+    disk.add_arguments(p_clean)
     p_cmp = sub.add_parser("compare", help="a run's verdicts beside the committed notebook's")
     p_cmp.add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
     p_view = sub.add_parser("html", help="an HTML page of an executed chapter notebook (nothing is re-executed)")
@@ -174,6 +180,14 @@ def _main(argv=None) -> int:
     if args.command == "params":
         print_params(find_chapter(repo_root(), args.chapter))
         return 0
+    if args.command == "runs":
+        return disk.main_runs(repo_root())
+    if args.command == "clean":
+        if args.chapter:
+            args.chapter = find_chapter(repo_root(), args.chapter).stem
+        if args.older_than is not None and args.older_than < 0:
+            raise UserError(f"--older-than {args.older_than:g}: must be >= 0 days")
+        return disk.main_clean(repo_root(), args)
     if args.command == "list":
         from .runner import _fmt_seconds, list_chapters
 

@@ -1,0 +1,201 @@
+"""What ``runs/`` holds, and cleaning it: ``python -m mfattn runs`` and ``python -m mfattn clean``.
+
+Everything the runner writes lies under the checkout's ``runs/`` (ignored by git):
+
+* ``runs/CHAPTER/cache/KEY/``: finished sweep points of one configuration (a rerun resumes there);
+* ``runs/CHAPTER/replicate/seed-S/``: the runs of ``python -m mfattn replicate`` (a rerun reuses them);
+* ``runs/CHAPTER/TIMESTAMP/`` (or any other folder a ``--out`` named there): executed notebooks,
+  with their HTML pages;
+* ``runs/.html-static/DIGEST/``: the theme's assets that HTML pages share (:func:`mfattn.companion.runner.write_html`).
+
+:func:`inventory` lists them with their sizes; :func:`clean` removes a selection, and only shows what
+it would remove unless told ``yes``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+__all__ = ["KINDS", "inventory", "clean", "main_runs", "main_clean"]
+
+#: What an entry of ``runs/`` is.
+KINDS = ("cache", "replicate", "run", "html-assets")
+
+
+def _size(path: Path) -> int:
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    return sum(f.lstat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _mtime(path: Path) -> float:
+    times = [path.lstat().st_mtime] + [f.lstat().st_mtime for f in path.rglob("*")] if path.is_dir() else \
+        [path.lstat().st_mtime]
+    return max(times)
+
+
+def inventory(root: Path) -> list[dict]:
+    """Every entry of ``root/runs``: its kind (:data:`KINDS`), chapter, path, bytes and last change.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+
+    Returns
+    -------
+    list of dict
+        ``{"kind", "chapter", "path", "bytes", "mtime"}``, one per cache configuration, replicate
+        seed, run folder and shared asset set; empty when there is no ``runs/``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from mfattn.companion.disk import inventory
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "runs" / "05-stability" / "cache" / "abc").mkdir(parents=True)
+    >>> _ = (root / "runs" / "05-stability" / "cache" / "abc" / "p.json").write_text("{}")
+    >>> [(e["kind"], e["chapter"], e["bytes"]) for e in inventory(root)]
+    [('cache', '05-stability', 2)]
+    """
+    runs = Path(root) / "runs"
+    out = []
+    if not runs.is_dir():
+        return out
+
+    def add(kind, chapter, path):
+        out.append({"kind": kind, "chapter": chapter, "path": path, "bytes": _size(path), "mtime": _mtime(path)})
+
+    for top in sorted(runs.iterdir()):
+        if top.name == ".html-static":
+            for d in sorted(top.iterdir()):
+                add("html-assets", "-", d)
+            continue
+        if not top.is_dir():
+            add("run", "-", top)
+            continue
+        for sub in sorted(top.iterdir()):
+            if sub.name in ("cache", "replicate") and sub.is_dir():
+                for d in sorted(sub.iterdir()):
+                    add(sub.name, top.name, d)
+            else:
+                add("run", top.name, sub)
+    return out
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB"
+
+
+def main_runs(root: Path) -> int:
+    """``python -m mfattn runs``: what ``runs/`` holds, by chapter and kind, with sizes; returns 0."""
+    items = inventory(root)
+    if not items:
+        print(f"{Path(root) / 'runs'}: empty")
+        return 0
+    groups: dict = {}
+    for e in items:
+        g = groups.setdefault((e["chapter"], e["kind"]), [0, 0, 0.0])
+        g[0] += 1
+        g[1] += e["bytes"]
+        g[2] = max(g[2], e["mtime"])
+    w = max(len(c) for c, _ in groups)
+    print(f"{'chapter'.ljust(w)}  {'kind'.ljust(11)}  {'items':>5}  {'size':>10}  last change")
+    for (chapter, kind), (n, b, t) in sorted(groups.items()):
+        print(f"{chapter.ljust(w)}  {kind.ljust(11)}  {n:>5}  {_mb(b):>10}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(t))}")
+    print(f"total {_mb(sum(e['bytes'] for e in items))} in {Path(root) / 'runs'}; "
+          "python -m mfattn clean shows what it would remove")
+    return 0
+
+
+def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_days: float | None = None,
+          yes: bool = False) -> list[dict]:
+    """Remove the entries of ``runs/`` of the given kinds (and chapter, and age); with ``yes=False``
+    remove nothing and return what would go. Shared HTML assets go only when no page links to them.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    kinds : sequence of str
+        Among :data:`KINDS`.
+    chapter : str or None
+        Only this chapter's entries (its full name).
+    older_than_days : float or None
+        Only entries unchanged for at least this many days.
+    yes : bool
+        Remove them; otherwise only list.
+
+    Returns
+    -------
+    list of dict
+        The entries removed (or that would be), as :func:`inventory` gives them.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from mfattn.companion.disk import clean
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "runs" / "05-stability" / "cache" / "abc").mkdir(parents=True)
+    >>> [e["kind"] for e in clean(root)], (root / "runs" / "05-stability" / "cache" / "abc").exists()
+    (['cache'], True)
+    >>> [e["kind"] for e in clean(root, yes=True)], (root / "runs" / "05-stability" / "cache" / "abc").exists()
+    (['cache'], False)
+    """
+    bad = sorted(set(kinds) - set(KINDS))
+    if bad:
+        raise ValueError(f"kinds: {bad} are not among {list(KINDS)}")
+    if older_than_days is not None and not older_than_days >= 0:
+        raise ValueError(f"older_than_days: expected a number >= 0, got {older_than_days!r}")
+    items = inventory(root)
+    now = time.time()
+    keep = lambda e: ((chapter is None or e["chapter"] == chapter)  # noqa: E731
+                      and (older_than_days is None or now - e["mtime"] >= 86400 * older_than_days))
+    chosen = [e for e in items if e["kind"] in kinds and e["kind"] != "html-assets" and keep(e)]
+    if "html-assets" in kinds:
+        # assets stay while a page that is not being removed links to them
+        going = {e["path"] for e in chosen}
+        linked = set()
+        for link in (Path(root) / "runs").rglob("_static"):
+            if link.is_symlink() and not any(p in going for p in link.parents):
+                linked.add(link.resolve())
+        # (shared by every chapter: the chapter filter does not apply, the age does)
+        chosen += [e for e in items if e["kind"] == "html-assets" and e["path"].resolve() not in linked
+                   and (older_than_days is None or now - e["mtime"] >= 86400 * older_than_days)]
+    if yes:
+        for e in chosen:
+            p = e["path"]
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
+    return chosen
+
+
+def main_clean(root: Path, args) -> int:
+    """``python -m mfattn clean``: list what the selection would remove, or remove it with ``--yes``."""
+    kinds = [k for k, flag in (("cache", args.caches), ("replicate", args.replicates), ("run", args.runs),
+                               ("html-assets", args.runs or args.html_assets)) if flag] or list(KINDS)
+    chosen = clean(root, kinds, chapter=args.chapter, older_than_days=args.older_than, yes=args.yes)
+    total = _mb(sum(e["bytes"] for e in chosen))
+    for e in chosen:
+        print(f"{'removed' if args.yes else 'would remove'}  {e['kind']:<11}  {_mb(e['bytes']):>10}  {e['path']}")
+    if not chosen:
+        print("nothing to remove")
+    elif args.yes:
+        print(f"removed {len(chosen)} entries, {total}")
+    else:
+        print(f"{len(chosen)} entries, {total}: nothing removed; add --yes to remove them")
+    return 0
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--caches", action="store_true", help="finished sweep points (runs/CHAPTER/cache/)")
+    p.add_argument("--replicates", action="store_true", help="replication runs (runs/CHAPTER/replicate/)")
+    p.add_argument("--runs", action="store_true", help="executed notebooks and their pages (runs/CHAPTER/*/)")
+    p.add_argument("--html-assets", action="store_true", help="shared page assets no page links to")
+    p.add_argument("--chapter", default=None, help="only this chapter (name or prefix)")
+    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="only what is unchanged that long")
+    p.add_argument("--yes", action="store_true", help="remove (without it, only list what would go)")
