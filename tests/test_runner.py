@@ -168,14 +168,24 @@ def test_the_cache_key_covers_every_parameter_and_the_code(toy, tmp_path):
 
 
 def test_progress_goes_to_the_terminal_and_never_into_the_notebook(toy):
+    # without recorded cell times: an overall bar over the chapter's cells
+    res = cli(toy, "run", "01", "--out", str(toy / "first"), "-p", "delay", "0.3")
+    assert res.returncode == 0, res.stderr
+    assert "01-toy (all cells)" in res.stderr and "cell" in res.stderr
+    # an --inplace run records every code cell's time; later runs weight the overall bar by them
+    assert cli(toy, "run", "01", "--inplace", "--quiet").returncode == 0
+    source_cells = sum(c.cell_type == "code" for c in __import__("jupytext").read(toy / "notebooks" / "01-toy.md").cells)
+    secs = json.loads((toy / "notebooks" / "01-toy.ipynb").read_text())["metadata"]["mfattn"]["cell_seconds"]
+    assert len(secs) == source_cells and all(t >= 0 for t in secs) and max(secs) >= 0.25  # the sweep's 6 x 0.05 s
     res = cli(toy, "run", "01", "--out", str(toy / "run"))
     assert res.returncode == 0, res.stderr
     assert "toy sweep" in res.stderr and "/6 [" in res.stderr  # a bar with the sweep's points
+    assert "01-toy (all cells)" in res.stderr and "s of the estimate" in res.stderr
     executed = nbformat.read(toy / "run" / "01-toy.ipynb", as_version=4)
     streams = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"]
     assert not [o for o in streams if o.get("name") == "stderr"] and "toy sweep" not in json.dumps(streams)
     # the kernel's sockets and the command's side files are gone
-    assert sorted(p.name for p in (toy / "notebooks").iterdir()) == ["01-toy.md", "calls.log"]
+    assert sorted(p.name for p in (toy / "notebooks").iterdir()) == ["01-toy.ipynb", "01-toy.md", "calls.log"]
     assert sorted(p.name for p in (toy / "run").iterdir()) == ["01-toy.ipynb"]
 
 

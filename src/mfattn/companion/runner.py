@@ -221,20 +221,67 @@ def ci_seconds(notebook) -> float | None:
     return meta.get("ci_seconds")
 
 
+def cell_seconds(notebook) -> list[float] | None:
+    """The seconds each code cell took in the committed run (``mfattn.cell_seconds`` in the notebook's
+    metadata, written by ``--inplace`` runs), or ``None`` for a notebook committed without them."""
+    try:
+        meta = json.loads(Path(notebook).read_text())["metadata"].get("mfattn", {})
+    except (OSError, ValueError, KeyError):
+        return None
+    return meta.get("cell_seconds")
+
+
+def _completed_cells(notebook: Path) -> int | None:
+    """How many code cells papermill has finished in the notebook it is writing (it saves after each)."""
+    try:
+        nb = json.loads(notebook.read_text())
+    except (OSError, ValueError):
+        return None
+    return sum(c.get("metadata", {}).get("papermill", {}).get("status") == "completed"
+               for c in nb.get("cells", []) if c.get("cell_type") == "code")
+
+
 class _ProgressView(threading.Thread):
     """Reads the JSON lines of :class:`mfattn._progress.FileBar` and draws them as tqdm bars on the
-    terminal (stderr); tqdm estimates the remaining time of each sweep from its rate."""
+    terminal (stderr); tqdm estimates the remaining time of each sweep from its rate. Above them, one
+    bar for the whole chapter: its code cells as papermill finishes them, each weighted by the time
+    it took in the committed run (``cell_seconds``, times ``scale``) where that is recorded, so the
+    estimate holds through a long cell whose inner bars restart many times."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, notebook: Path | None = None, n_cells: int = 0,
+                 weights: list[float] | None = None, scale: float = 1.0, name: str = "chapter"):
         super().__init__(daemon=True)
         self.path, self.stop, self.bars = path, threading.Event(), {}
+        self.notebook, self.name = notebook, name
+        ok = weights is not None and len(weights) == n_cells and n_cells > 0
+        # one second of weight at least, so a cell of no recorded time still moves the bar
+        self.weights = [max(1.0, scale * w) for w in weights] if ok else [1.0] * n_cells
+        self.timed = ok
+
+    def _overall(self, tqdm):
+        if self.notebook is None or not self.weights:
+            return None
+        unit = "s" if self.timed else "cell"
+        return tqdm(total=round(sum(self.weights)), desc=f"{self.name} (all cells)", unit=unit, leave=False,
+                    position=0, file=sys.stderr, dynamic_ncols=True, disable=False,
+                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} of the estimate [{elapsed}<{remaining}]"
+                    if self.timed else None)
 
     def run(self):
         from tqdm.std import tqdm
 
         pos = 0
+        overall = self._overall(tqdm)
+        last_check = 0.0
         while True:
             stopping = self.stop.is_set()
+            if overall is not None and time.monotonic() - last_check > 1.0:
+                last_check = time.monotonic()
+                done = _completed_cells(self.notebook)
+                if done is not None:
+                    target = round(sum(self.weights[:done]))
+                    if target > overall.n:
+                        overall.update(target - overall.n)
             try:
                 with open(self.path) as f:
                     f.seek(pos)
@@ -253,8 +300,8 @@ class _ProgressView(threading.Thread):
                     if e["done"]:
                         continue
                     bar = self.bars[e["id"]] = tqdm(total=e["total"], desc=e["desc"], leave=False,
-                                                    position=len(self.bars), file=sys.stderr, dynamic_ncols=True,
-                                                    disable=False)
+                                                    position=len(self.bars) + (overall is not None),
+                                                    file=sys.stderr, dynamic_ncols=True, disable=False)
                 if e["n"] > bar.n:
                     bar.update(e["n"] - bar.n)
                 if e["done"]:
@@ -265,6 +312,8 @@ class _ProgressView(threading.Thread):
             time.sleep(0.2)
         for bar in self.bars.values():
             bar.close()
+        if overall is not None:
+            overall.close()
 
 
 def _kernel_manager(folder: str):
@@ -428,7 +477,16 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         progress_file = out_dir / f".{src.stem}.progress.jsonl"
         progress_file.write_text("")
         os.environ["MFATTN_PROGRESS"] = str(progress_file.resolve())
-        view = _ProgressView(progress_file)
+        import jupytext as _jt
+
+        n_code = sum(c.cell_type == "code" for c in _jt.read(src).cells) + bool(params)  # papermill's injected cell
+        weights = cell_seconds(committed)
+        if weights is not None and params:
+            weights = [0.0] + list(weights)
+        ratio = 1.0
+        if config["profile"] != "ci":
+            ratio = size_ratio(src, config["profile"])[0]
+        view = _ProgressView(progress_file, target, n_code, weights, ratio, src.stem)
         view.start()
     else:
         os.environ.pop("MFATTN_PROGRESS", None)
@@ -493,8 +551,11 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     if inplace:
         from .chapters import strip_papermill
 
+        per_cell = [round(float(c.metadata.get("papermill", {}).get("duration") or 0.0), 2)
+                    for c in executed.cells if c.cell_type == "code"]
         strip_papermill(executed)
         executed.metadata["mfattn"] = provenance(src, seconds, config["profile"], code)
+        executed.metadata["mfattn"]["cell_seconds"] = per_cell  # the runner's overall progress bar reads them
         nbformat.write(executed, final)
         target.unlink()
         target = final
