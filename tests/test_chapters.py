@@ -300,3 +300,62 @@ def test_a_malformed_range_is_refused_by_name(tmp_path):
     md.write_text("---\nmfattn-parameters:\n  a: {ci: 1, paper: 2, help: x, range: '[2, 1]'}\n---\n")
     with pytest.raises(ValueError, match="parameter 'a': range '\\[2, 1\\]': empty"):
         declared(md)
+
+
+COSTED = """---
+mfattn-parameters:
+  n: {ci: 4, paper: 8, help: heads, cost: 1}
+  step: {ci: 0.1, paper: 0.05, help: a step, cost: -1}
+  grid: {ci: [1, 2], paper: [1, 2, 5], help: a grid, cost: 1}
+  m: {ci: 10, paper: 30, help: data (read by the prologue), cost: 1}
+  scale: {ci: 1.0, paper: 3.0, help: no effect on the work}
+---
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+profile = "ci"
+seed = 0
+cache_dir = None
+```
+
+```{code-cell} ipython3
+cfg = setup("01", globals())
+data = list(range(cfg.m))
+```
+
+```{code-cell} ipython3
+def run(k):
+    return [cfg.scale * k / cfg.step for _ in range(cfg.n)]
+```
+
+```{code-cell} ipython3
+out = [run(k) for k in cfg.grid]
+```
+
+```{code-cell} ipython3
+print(len(out))
+```
+"""
+
+
+def test_the_cost_model_scales_each_cell_by_the_work_it_reads(tmp_path):
+    """A cell's committed time grows by the product of its parameters' work ratios: those it reads,
+    those of the functions it calls (defined in an earlier cell), and those the prologue reads."""
+    from mfattn.chapters import check_values, estimate
+
+    md = tmp_path / "01-costed.md"
+    md.write_text(COSTED)
+    nb = nbformat.v4.new_notebook(metadata={"mfattn": {"cell_seconds": [0.0, 2.0, 0.5, 10.0, 1.0]}})
+    nbformat.write(nb, tmp_path / "01-costed.ipynb")
+    ci = estimate(md, check_values(md, {}))
+    assert ci[0] == pytest.approx(13.5) and ci[2] == pytest.approx([0.0, 2.0, 0.5, 10.0, 1.0])
+    seconds, basis, cells = estimate(md, check_values(md, {"profile": "paper"}))
+    m = 3.0  # every cell reads the prologue's data
+    # cell 3 calls run(), which reads n (x2) and step (x2, cost -1); it reads grid (sum 8 / 3); scale: no cost
+    expected = [0.0, 2.0 * m, 0.5 * m * 2 * 2, 10.0 * m * 2 * 2 * 8 / 3, 1.0 * m]
+    assert cells == pytest.approx(expected) and seconds == pytest.approx(sum(expected))
+    assert basis[0][1].startswith("cell 4 (out = [run(k) for k in cfg.grid])")
+    # a chapter that declares no cost has no model
+    md.write_text(COSTED.replace(", cost: 1}", "}").replace(", cost: -1}", "}"))
+    assert estimate(md, check_values(md, {})) is None

@@ -394,7 +394,7 @@ def parameter_rows(path) -> list[dict]:
 
 
 # Keys of a front-matter entry that are not profiles.
-_META = ("help", "range", "choices")
+_META = ("help", "range", "choices", "cost")
 # What a value may be, beyond the type of the profile's value (see check_values): a chapter declares
 # its own parameters' ranges and choices in its front matter (``range:``, ``choices:``); these are the
 # run settings every chapter shares. Numbers with no range must be > 0.
@@ -574,6 +574,128 @@ def check_values(path, values: dict) -> dict:
             raise ValueError(f"{name} = {value!r}: {why}")
         out[name] = list(value) if isinstance(value, tuple) else value
     return out
+
+
+def _cost_value(v, c) -> float:
+    """The work a value stands for under the cost exponent ``c``: ``v**c`` for a number, the sum over
+    a list's elements (its length for ``c = 0`` or a list of strings), 1 for anything else."""
+    if isinstance(v, (list, tuple)):
+        return float(sum(_cost_value(x, c) for x in v)) if v else 0.0
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+        return float(v) ** c
+    return 1.0
+
+
+def _cell_parameters(sources: list[str], names: set) -> list[set]:
+    """For each code cell, the chapter parameters its work depends on: those it reads as ``cfg.NAME``
+    (or by bare name), and those read by the functions it calls that earlier cells defined."""
+    import ast as _ast
+
+    defined: dict = {}
+    out = []
+    for src in sources:
+        try:
+            tree = _ast.parse(src)
+        except SyntaxError:
+            out.append(set())
+            continue
+
+        def reads(node):
+            got = {n.attr for n in _ast.walk(node) if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name)
+                   and n.value.id == "cfg" and n.attr in names}
+            got |= {n.id for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in names}
+            return got
+
+        def calls(node):
+            return {n.func.id for n in _ast.walk(node) if isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name)}
+
+        own = {}
+        for node in _ast.walk(tree):
+            if isinstance(node, (_ast.FunctionDef, _ast.Lambda)) and isinstance(node, _ast.FunctionDef):
+                own[node.name] = (reads(node), calls(node))
+        for fn, (r, c) in own.items():  # a function's parameters include those of what it calls
+            defined[fn] = set(r) | set().union(*(defined.get(f, set()) for f in c if f != fn))
+        used = reads(tree) | set().union(*(defined.get(f, set()) for f in calls(tree)))
+        out.append(used)
+    return out
+
+
+def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float, str]], list[float]] | None:
+    """The chapter's own cost model: the seconds a run with ``config`` should take on the machine of
+    the committed ci run, from that run's time per code cell.
+
+    Each parameter of the front matter may declare ``cost: c``, the exponent of its work (1: work
+    grows as the value, as for a number of heads or seeds; -1: as its inverse, as for a step; 2:
+    as its square, as for pairs of tokens; 0 or absent: no effect; a list counts as the sum over its
+    elements). A code cell's work grows by the product of ``g(new) / g(ci)`` (:func:`_cost_value`) over
+    the parameters it reads (``cfg.NAME``, directly or in functions it calls) and those the prologue
+    reads, which every cell's data depends on; the estimate adds the cells' committed times (the
+    notebook's ``mfattn.cell_seconds``) times their factors.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The chapter's MyST source.
+    config : dict
+        The run's checked values (:func:`check_values`).
+    notebook : str or pathlib.Path or None
+        The committed notebook (default: beside ``path``).
+
+    Returns
+    -------
+    tuple or None
+        ``(seconds, basis, cells)``: the estimate; for every cell ``(seconds, description)`` of its
+        share, largest first; and every code cell's estimated seconds in order (the runner's overall
+        progress bar). ``None`` when the committed run recorded no cell times.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values, estimate
+    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "07-two-layer-baseline.md"
+    >>> ci = estimate(chapter, check_values(chapter, {}))
+    >>> twice = estimate(chapter, check_values(chapter, {"n_seeds": 6}))
+    >>> ci is None or twice[0] > ci[0]
+    True
+    """
+    import json as _json
+
+    import jupytext
+
+    path = Path(path)
+    nb_path = Path(notebook) if notebook else path.with_suffix(".ipynb")
+    try:
+        meta = _json.loads(nb_path.read_text())["metadata"].get("mfattn", {})
+    except (OSError, ValueError, KeyError):
+        return None
+    secs = meta.get("cell_seconds")
+    sources = [c.source for c in jupytext.read(path).cells if c.cell_type == "code"]
+    if not secs or len(secs) != len(sources):
+        return None
+    table = declared(path) or {}
+    if not any("cost" in e for e in table.values()):
+        return None  # the chapter declares no cost model
+    base = check_values(path, {})
+    factor = {}
+    for name, entry in table.items():
+        c = entry.get("cost", 0)
+        if c and name in config:
+            b = _cost_value(base[name], c)
+            factor[name] = _cost_value(config[name], c) / b if b > 0 else 1.0
+    used = _cell_parameters(sources, set(table))
+    prologue = next((u for u, src in zip(used, sources) if "setup(" in src), set())
+    total, basis, cells = 0.0, [], []
+    for i, (t, u, src) in enumerate(zip(secs, used, sources)):
+        f = 1.0
+        for name in u | prologue:
+            f *= factor.get(name, 1.0)
+        total += t * f
+        cells.append(t * f)
+        first = next((ln.strip() for ln in src.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", ":"))), "")
+        basis.append((t * f, f"cell {i + 1} ({first[:48]}): {t:g} s x {f:.3g}"))
+    basis.sort(key=lambda x: -x[0])
+    return total, basis, cells
 
 
 def size_ratio(path, profile: str, base: str = "ci") -> tuple[float, str]:

@@ -447,16 +447,29 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
 
     base_time = ci_seconds(committed)
     if not quiet:
-        est = f"; its ci run took {_fmt_seconds(base_time)} when committed" if base_time else ""
-        print(f"mfattn: running {src.stem} (profile {config['profile']}, device {device}){est}", file=sys.stderr)
+        took = f"; its ci run took {_fmt_seconds(base_time)} when committed" if base_time else ""
+        print(f"mfattn: running {src.stem} (profile {config['profile']}, device {device}){took}", file=sys.stderr)
         if "cache_dir" in params:
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
-    if config["profile"] != "ci" and device == "cpu":
-        ratio, which = size_ratio(src, config["profile"])
-        guess = (f" at least {_fmt_seconds(base_time * ratio)} here (the ci run's {_fmt_seconds(base_time)} times "
-                 f"{ratio:g}, its largest size ratio: {which})" if base_time else "")
-        print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU; on this CPU expect{guess or ' hours'}",
-              file=sys.stderr)
+    from .chapters import estimate
+
+    est = estimate(src, config, committed) if device == "cpu" else None
+    differs = config != check_values(src, {}) and any(
+        config.get(k) != v for k, v in check_values(src, {}).items() if k not in ("cache_dir", "seed", "device"))
+    if differs and device == "cpu":
+        # the chapter's own cost model: the committed ci run's cells, each times the growth of the work it does
+        if est is not None:
+            top = "; ".join(b for _, b in est[1][:3])
+            print(f"mfattn: estimate on this CPU: about {_fmt_seconds(est[0])} (the committed ci run's "
+                  f"{_fmt_seconds(sum(cell_seconds(committed) or [0]))} by cell, each times the growth of its work "
+                  f"under the chapter's cost model; the largest: {top})", file=sys.stderr)
+        elif base_time:
+            ratio, which = size_ratio(src, config["profile"])
+            print(f"mfattn: estimate on this CPU: at least {_fmt_seconds(base_time * ratio)} (the ci run's "
+                  f"{_fmt_seconds(base_time)} times {ratio:g}, its largest size ratio: {which}; the committed run "
+                  "recorded no cell times for the cost model)", file=sys.stderr)
+        if config["profile"] != "ci":
+            print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU", file=sys.stderr)
 
     if inplace:
         # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
@@ -480,13 +493,10 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         import jupytext as _jt
 
         n_code = sum(c.cell_type == "code" for c in _jt.read(src).cells) + bool(params)  # papermill's injected cell
-        weights = cell_seconds(committed)
+        weights = est[2] if est is not None else cell_seconds(committed)
         if weights is not None and params:
             weights = [0.0] + list(weights)
-        ratio = 1.0
-        if config["profile"] != "ci":
-            ratio = size_ratio(src, config["profile"])[0]
-        view = _ProgressView(progress_file, target, n_code, weights, ratio, src.stem)
+        view = _ProgressView(progress_file, target, n_code, weights, 1.0, src.stem)
         view.start()
     else:
         os.environ.pop("MFATTN_PROGRESS", None)
