@@ -336,6 +336,13 @@ out = [run(k) for k in cfg.grid]
 ```{code-cell} ipython3
 print(len(out))
 ```
+
+```{code-cell} ipython3
+x = [cfg.scale for _ in range(cfg.n)]
+y = [run(1) for _ in range(cfg.n)]
+for k in cfg.grid:
+    z = run(k)
+```
 """
 
 
@@ -346,14 +353,16 @@ def test_the_cost_model_scales_each_cell_by_the_work_it_reads(tmp_path):
 
     md = tmp_path / "01-costed.md"
     md.write_text(COSTED)
-    nb = nbformat.v4.new_notebook(metadata={"mfattn": {"cell_seconds": [0.0, 2.0, 0.5, 10.0, 1.0]}})
+    nb = nbformat.v4.new_notebook(metadata={"mfattn": {"cell_seconds": [0.0, 2.0, 0.5, 10.0, 1.0, 4.0]}})
     nbformat.write(nb, tmp_path / "01-costed.ipynb")
     ci = estimate(md, check_values(md, {}))
-    assert ci[0] == pytest.approx(13.5) and ci[2] == pytest.approx([0.0, 2.0, 0.5, 10.0, 1.0])
+    assert ci[0] == pytest.approx(17.5) and ci[2] == pytest.approx([0.0, 2.0, 0.5, 10.0, 1.0, 4.0])
     seconds, basis, cells = estimate(md, check_values(md, {"profile": "paper"}))
-    m = 3.0  # every cell reads the prologue's data
-    # cell 3 calls run(), which reads n (x2) and step (x2, cost -1); it reads grid (sum 8 / 3); scale: no cost
-    expected = [0.0, 2.0 * m, 0.5 * m * 2 * 2, 10.0 * m * 2 * 2 * 8 / 3, 1.0 * m]
+    m = 3.0  # the prologue's data (m) weighs on every later cell; the prologue itself reads it
+    # defining run() costs nothing; cell 4 calls run(), which reads n (x2) and step (x2, cost -1), for
+    # every element of grid (sum 8 / 3); scale has no cost; cell 6 runs three statements one after the
+    # other: the largest growth counts (the loop over grid calling run: 8 / 3 x 4)
+    expected = [0.0, 2.0 * m, 0.5 * m, 10.0 * m * 2 * 2 * 8 / 3, 1.0 * m, 4.0 * m * 2 * 2 * 8 / 3]
     assert cells == pytest.approx(expected) and seconds == pytest.approx(sum(expected))
     assert basis[0][1].startswith("cell 4 (out = [run(k) for k in cfg.grid])")
     # a chapter that declares no cost has no model

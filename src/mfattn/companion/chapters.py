@@ -586,37 +586,64 @@ def _cost_value(v, c) -> float:
     return 1.0
 
 
-def _cell_parameters(sources: list[str], names: set) -> list[set]:
-    """For each code cell, the chapter parameters its work depends on: those it reads as ``cfg.NAME``
-    (or by bare name), and those read by the functions it calls that earlier cells defined."""
+def _cell_factors(sources: list[str], factor: dict) -> list[float]:
+    """For each code cell, how much its work grows: ``factor[name]`` is the growth of one parameter.
+
+    The work of a statement is the product of the growths of the parameters it reads (``cfg.NAME`` or
+    the bare name, in comprehensions, arguments and the functions it calls or passes on, which may have
+    been defined in an earlier cell): nested work multiplies. A loop multiplies its body by what its
+    iterator reads. Work done one after the other adds, and the committed time does not say how it
+    was shared, so a body of several statements (a cell, a function, a loop's body) grows as its
+    fastest-growing statement: an upper bound when each statement's growth is right."""
     import ast as _ast
 
-    defined: dict = {}
+    fns: dict = {}
+
+    def reads(node) -> set:
+        got = {n.attr for n in _ast.walk(node) if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name)
+               and n.value.id == "cfg" and n.attr in factor}
+        return got | {n.id for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in factor}
+
+    def prod(names) -> float:
+        out = 1.0
+        for n in names:
+            out *= factor[n]
+        return out
+
+    def expr_work(node) -> float:
+        # the parameters it reads, times the work of any function it calls or hands on (the largest)
+        called = [fns[n.id] for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in fns]
+        return prod(reads(node)) * max(called, default=1.0)
+
+    def body_work(stmts) -> float:
+        return max((stmt_work(s) for s in stmts), default=1.0)
+
+    def stmt_work(node) -> float:
+        if isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
+            fns[node.name] = body_work(node.body)
+            return 1.0
+        if isinstance(node, (_ast.For, _ast.AsyncFor)):
+            return expr_work(node.iter) * body_work(node.body)
+        if isinstance(node, _ast.While):
+            return body_work(node.body)
+        if isinstance(node, _ast.If):
+            return max(body_work(node.body), body_work(node.orelse))
+        if isinstance(node, (_ast.With, _ast.AsyncWith)):
+            return body_work(node.body)
+        if isinstance(node, _ast.Try):
+            return max(body_work(node.body), body_work(node.handlers and node.handlers[0].body or []))
+        if isinstance(node, (_ast.Import, _ast.ImportFrom)):
+            return 1.0
+        return expr_work(node)
+
     out = []
     for src in sources:
         try:
             tree = _ast.parse(src)
         except SyntaxError:
-            out.append(set())
+            out.append(1.0)
             continue
-
-        def reads(node):
-            got = {n.attr for n in _ast.walk(node) if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name)
-                   and n.value.id == "cfg" and n.attr in names}
-            got |= {n.id for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in names}
-            return got
-
-        def calls(node):
-            return {n.func.id for n in _ast.walk(node) if isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name)}
-
-        own = {}
-        for node in _ast.walk(tree):
-            if isinstance(node, (_ast.FunctionDef, _ast.Lambda)) and isinstance(node, _ast.FunctionDef):
-                own[node.name] = (reads(node), calls(node))
-        for fn, (r, c) in own.items():  # a function's parameters include those of what it calls
-            defined[fn] = set(r) | set().union(*(defined.get(f, set()) for f in c if f != fn))
-        used = reads(tree) | set().union(*(defined.get(f, set()) for f in calls(tree)))
-        out.append(used)
+        out.append(body_work(tree.body))
     return out
 
 
@@ -627,10 +654,11 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     Each parameter of the front matter may declare ``cost: c``, the exponent of its work (1: work
     grows as the value, as for a number of heads or seeds; -1: as its inverse, as for a step; 2:
     as its square, as for pairs of tokens; 0 or absent: no effect; a list counts as the sum over its
-    elements). A code cell's work grows by the product of ``g(new) / g(ci)`` (:func:`_cost_value`) over
-    the parameters it reads (``cfg.NAME``, directly or in functions it calls) and those the prologue
-    reads, which every cell's data depends on; the estimate adds the cells' committed times (the
-    notebook's ``mfattn.cell_seconds``) times their factors.
+    elements). With ``g(new) / g(ci)`` (:func:`_cost_value`) the growth of one parameter, a code
+    cell's work grows as :func:`_cell_factors` reads it off the cell's code (nested work multiplies,
+    work one after the other takes the largest growth), times the largest growth among the sizes the
+    prologue reads (the data every later cell computes on); the estimate adds the cells' committed
+    times (the notebook's ``mfattn.cell_seconds``) times their growth.
 
     Parameters
     ----------
@@ -683,13 +711,22 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
         if c and name in config:
             b = _cost_value(base[name], c)
             factor[name] = _cost_value(config[name], c) / b if b > 0 else 1.0
-    used = _cell_parameters(sources, set(table))
-    prologue = next((u for u, src in zip(used, sources) if "setup(" in src), set())
+    factor = {name: factor.get(name, 1.0) for name in table}
+    grows = _cell_factors(sources, factor)
+    # the data the prologue builds (sizes it reads) weigh on every later cell; a chapter with several
+    # datasets uses one at a time, so the largest growth among them
+    pro = next((i for i, src in enumerate(sources) if "setup(" in src), None)
+    data = 1.0
+    if pro is not None:
+        import ast as _ast
+
+        tree = _ast.parse(sources[pro])
+        read = {n.attr for n in _ast.walk(tree) if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name)
+                and n.value.id == "cfg"}
+        data = max([factor[n] for n in table if n in read], default=1.0)
     total, basis, cells = 0.0, [], []
-    for i, (t, u, src) in enumerate(zip(secs, used, sources)):
-        f = 1.0
-        for name in u | prologue:
-            f *= factor.get(name, 1.0)
+    for i, (t, g, src) in enumerate(zip(secs, grows, sources)):
+        f = g * (data if pro is not None and i > pro else 1.0)
         total += t * f
         cells.append(t * f)
         first = next((ln.strip() for ln in src.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", ":"))), "")
