@@ -326,7 +326,7 @@ data = list(range(cfg.m))
 
 ```{code-cell} ipython3
 def run(k):
-    return [cfg.scale * k / cfg.step for _ in range(cfg.n)]
+    return [compute(cfg.scale * k, step=cfg.step) for _ in range(cfg.n)]
 ```
 
 ```{code-cell} ipython3
@@ -340,6 +340,7 @@ print(len(out))
 ```{code-cell} ipython3
 x = [cfg.scale for _ in range(cfg.n)]
 y = [run(1) for _ in range(cfg.n)]
+keys = [dict(k=k, step=cfg.step, n=cfg.n) for k in cfg.grid]
 for k in cfg.grid:
     z = run(k)
 ```
@@ -360,8 +361,9 @@ def test_the_cost_model_scales_each_cell_by_the_work_it_reads(tmp_path):
     seconds, basis, cells = estimate(md, check_values(md, {"profile": "paper"}))
     m = 3.0  # the prologue's data (m) weighs on every later cell; the prologue itself reads it
     # defining run() costs nothing; cell 4 calls run(), which reads n (x2) and step (x2, cost -1), for
-    # every element of grid (sum 8 / 3); scale has no cost; cell 6 runs three statements one after the
-    # other: the largest growth counts (the loop over grid calling run: 8 / 3 x 4)
+    # every element of grid (sum 8 / 3); scale has no cost; cell 6 runs four statements one after the
+    # other: the largest growth counts (the loop over grid calling run: 8 / 3 x 4; the keys, whose
+    # dict() only holds step and n, grow as grid alone)
     expected = [0.0, 2.0 * m, 0.5 * m, 10.0 * m * 2 * 2 * 8 / 3, 1.0 * m, 4.0 * m * 2 * 2 * 8 / 3]
     assert cells == pytest.approx(expected) and seconds == pytest.approx(sum(expected))
     assert basis[0][1].startswith("cell 4 (out = [run(k) for k in cfg.grid])")

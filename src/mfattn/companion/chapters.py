@@ -589,20 +589,48 @@ def _cost_value(v, c) -> float:
 def _cell_factors(sources: list[str], factor: dict) -> list[float]:
     """For each code cell, how much its work grows: ``factor[name]`` is the growth of one parameter.
 
-    The work of a statement is the product of the growths of the parameters it reads (``cfg.NAME`` or
-    the bare name, in comprehensions, arguments and the functions it calls or passes on, which may have
-    been defined in an earlier cell): nested work multiplies. A loop multiplies its body by what its
+    The work of a statement is the product of the growths of the parameters that size it (``cfg.NAME``
+    or the bare name, read in a loop's or comprehension's iterator or in the arguments of a call that
+    computes, not of one that builds a value such as ``dict`` or ``len``), and of the functions it
+    calls or passes on (which may have been defined in an earlier cell): nested work multiplies, except that a function whose result is
+    kept on disk (it calls ``memo``) runs once and adds its work. A loop multiplies its body by what its
     iterator reads. Work done one after the other adds, and the committed time does not say how it
     was shared, so a body of several statements (a cell, a function, a loop's body) grows as its
     fastest-growing statement: an upper bound when each statement's growth is right."""
     import ast as _ast
 
     fns: dict = {}
+    cached: set = set()
 
-    def reads(node) -> set:
-        got = {n.attr for n in _ast.walk(node) if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name)
-               and n.value.id == "cfg" and n.attr in factor}
-        return got | {n.id for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in factor}
+    # calls that build values, not work: a size handed to them (a cache key, a label) costs nothing
+    plain = {"dict", "list", "tuple", "set", "len", "print", "float", "int", "str", "bool", "repr", "format",
+             "sorted", "min", "max", "abs", "round", "isinstance", "getattr", "Markdown", "glue"}
+
+    def param(n):
+        if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name) and n.value.id == "cfg":
+            return n.attr if n.attr in factor else None
+        return n.id if isinstance(n, _ast.Name) and n.id in factor else None
+
+    def reads(node, counted=False) -> set:
+        """The parameters that size work: read in a loop's iterator, or in the arguments of a call
+        to anything but a value builder (:data:`plain`)."""
+        got = set()
+        name = param(node)
+        if name is not None:
+            return {name} if counted else set()
+        if isinstance(node, _ast.comprehension):
+            return reads(node.iter, True) | set().union(*(reads(c, counted) for c in node.ifs))
+        if isinstance(node, _ast.Call):
+            f = node.func
+            builder = isinstance(f, _ast.Name) and f.id in plain or isinstance(f, _ast.Attribute) and f.attr in (
+                "format", "append", "join", "items", "keys", "values", "tolist", "numpy", "cpu", "item")
+            inner = counted if builder else True
+            for a in [*node.args, *(k.value for k in node.keywords)]:
+                got |= reads(a, inner)
+            return got | reads(f, counted)
+        for child in _ast.iter_child_nodes(node):
+            got |= reads(child, counted)
+        return got
 
     def prod(names) -> float:
         out = 1.0
@@ -611,9 +639,12 @@ def _cell_factors(sources: list[str], factor: dict) -> list[float]:
         return out
 
     def expr_work(node) -> float:
-        # the parameters it reads, times the work of any function it calls or hands on (the largest)
-        called = [fns[n.id] for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in fns]
-        return prod(reads(node)) * max(called, default=1.0)
+        # the parameters it reads, times the work of any function it calls or hands on (the largest);
+        # a function whose result is kept (it calls memo) runs once: its work adds, it does not multiply
+        names = [n.id for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in fns]
+        fresh = [fns[n] for n in names if n not in cached]
+        kept = [fns[n] for n in names if n in cached]
+        return max(prod(reads(node)) * max(fresh, default=1.0), max(kept, default=1.0))
 
     def body_work(stmts) -> float:
         return max((stmt_work(s) for s in stmts), default=1.0)
@@ -621,9 +652,12 @@ def _cell_factors(sources: list[str], factor: dict) -> list[float]:
     def stmt_work(node) -> float:
         if isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
             fns[node.name] = body_work(node.body)
+            if any(isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name) and n.func.id == "memo"
+                   for n in _ast.walk(node)):
+                cached.add(node.name)
             return 1.0
         if isinstance(node, (_ast.For, _ast.AsyncFor)):
-            return expr_work(node.iter) * body_work(node.body)
+            return prod(reads(node.iter, True)) * max(expr_work(node.iter), 1.0) * body_work(node.body)
         if isinstance(node, _ast.While):
             return body_work(node.body)
         if isinstance(node, _ast.If):
@@ -712,18 +746,21 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
             b = _cost_value(base[name], c)
             factor[name] = _cost_value(config[name], c) / b if b > 0 else 1.0
     factor = {name: factor.get(name, 1.0) for name in table}
-    grows = _cell_factors(sources, factor)
-    # the data the prologue builds (sizes it reads) weigh on every later cell; a chapter with several
-    # datasets uses one at a time, so the largest growth among them
+    # the data the prologue builds (sizes it reads) weigh on every later cell, once: a later cell that
+    # reads the same size (a cache key, say) does not count it again; a chapter with several datasets
+    # uses one at a time, so the largest growth among them
     pro = next((i for i, src in enumerate(sources) if "setup(" in src), None)
-    data = 1.0
+    data, read = 1.0, set()
     if pro is not None:
         import ast as _ast
 
         tree = _ast.parse(sources[pro])
         read = {n.attr for n in _ast.walk(tree) if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name)
-                and n.value.id == "cfg"}
-        data = max([factor[n] for n in table if n in read], default=1.0)
+                and n.value.id == "cfg"} & set(table)
+        data = max([factor[n] for n in read], default=1.0)
+    grows = _cell_factors(sources, {n: (1.0 if n in read else f) for n, f in factor.items()})
+    if pro is not None:
+        grows[pro] = data
     total, basis, cells = 0.0, [], []
     for i, (t, g, src) in enumerate(zip(secs, grows, sources)):
         f = g * (data if pro is not None and i > pro else 1.0)
