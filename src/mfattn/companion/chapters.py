@@ -212,7 +212,7 @@ def declared(path) -> dict | None:
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> table = declared(root / "notebooks" / "07-two-layer-baseline.md")
     >>> sorted(table["T"])
-    ['ci', 'help', 'paper']
+    ['ci', 'cost', 'help', 'paper']
     """
     import yaml
 
