@@ -6,7 +6,7 @@ Everything the runner writes lies under the checkout's ``runs/`` (ignored by git
 * ``runs/CHAPTER/replicate/seed-S/``: the runs of ``python -m mfattn replicate`` (a rerun reuses them);
 * ``runs/CHAPTER/TIMESTAMP/`` (or any other folder a ``--out`` named there): executed notebooks,
   with their HTML pages;
-* ``runs/.html-static/DIGEST/``: the theme's assets that HTML pages share (:func:`mfattn.companion.runner.write_html`).
+* ``runs/.html-static/DIGEST/``: the theme's assets that HTML pages share (``mfattn.companion.runner.write_html``).
 
 :func:`inventory` lists them with their sizes; :func:`clean` removes a selection, and only shows what
 it would remove unless told ``yes``.
