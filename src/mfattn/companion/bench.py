@@ -388,7 +388,7 @@ def table(res: dict) -> str:
             return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
         def pm(impl, op):  # the median and the calls' spread (results saved before spreads have none)
             v = r.get(f"{impl}_{op}_spread")
-            return _fmt_s(r[f"{impl}_{op}_s"]) + ("" if v is None else f" ±{50 * v:.0f}%")
+            return (_fmt_s(r[f"{impl}_{op}_s"]) + ("" if v is None else f" ±{50 * v:.0f}%")).replace(" ", "\u00a0")
         lines.append(
             f"| {r['N']} | {pm(best, 'grad')} | {pm(best, 'sgd')} | "
             f"{r[f'{best}_flops'] / 1e9:.3g} | {100 * r[f'{best}_flops'] / pk['matmul_flops']:.2g}% | "

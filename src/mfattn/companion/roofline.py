@@ -435,36 +435,40 @@ def _g(x):
     return f"{x / 1e9:.1f}"
 
 
+def _pm(t: dict) -> str:
+    """A median and its calls' spread (half the interquartile range, relative), unbreakable."""
+    return f"{t['median_s'] * 1e3:.2f}\u00a0±{50 * (t['q3_s'] - t['q1_s']) / t['median_s']:.0f}%"
+
+
 def table(res: dict) -> str:
-    """The roofline run as Markdown: the ceilings, one row per dtype and shape, the block widths."""
+    """The roofline run as Markdown: the ceilings; per dtype and shape the work and the roofline,
+    then the measured passes; the block widths."""
     m = res["machine"]
     lines = [f"Machine: {m.get('cpu', '?')}, {m.get('threads', '?')} threads, torch {m.get('torch', '?')}. "
              f"N = {res['N']} heads, B = {res['B']} sequences, d_x = {res['d_x']}, d_v = {res['d_v']}; "
-             f"median of {res['repeats']} calls. Memory bandwidth (STREAM triad): "
-             f"{res['bandwidth'] / 1e9:.1f} GB/s.", "",
-             "| dtype | FMA peak (GFLOP/s) | fused exponential (Gexp/s) | loop form, 32 lanes (GFLOP/s) | "
-             "loop form, 128 lanes (GFLOP/s) |", "|---|---|---|---|---|"]
+             f"median of {res['repeats']} calls (±: half the interquartile range). Memory bandwidth "
+             f"(STREAM triad): {res['bandwidth'] / 1e9:.1f} GB/s.", "",
+             "| dtype | FMA peak (GFLOP/s) | exponential (Gexp/s) | loop form, 32 lanes (GFLOP/s) | "
+             "loop form, 128 lanes (GFLOP/s) |", "|---|---:|---:|---:|---:|"]
     for name, c in res["ceilings"].items():
         lines.append(f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form'])} | "
                      f"{_g(c['loop_form_wide'])} |")
-    lines += ["", "| dtype | d_k | L | FLOPs / head-sequence | exps | FLOPs per exp | roofline bound | "
-              "roofline (ms) | loop form + exponential (ms) | fused (ms) | fused (GFLOP/s) | fraction of roofline | "
-              "fraction of loop form + exponential | torch path (ms) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| dtype | d_k | L | FLOPs per head and sequence | exps | FLOPs per exp | bound | roofline (ms) "
+              "| loop form + exp (ms) |", "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in res["rows"]:
-        f = r["fused"]
-        torch_ms = f"{r['torch']['median_s'] * 1e3:.2f}" if "torch" in r else "-"
         lines.append(f"| {r['dtype']} | {r['d_k']} | {r['L']} | {r['flops']} | {r['exps']} | {r['flops_per_exp']:.0f} "
-                     f"| {r['bound']} | {r['roof_s'] * 1e3:.3f} | {r['form_exp_s'] * 1e3:.2f} | {f['median_s'] * 1e3:.2f} "
-                     f"({f['q1_s'] * 1e3:.2f}-{f['q3_s'] * 1e3:.2f}) | {_g(r['fused_flops'])} | "
+                     f"| {r['bound']} | {r['roof_s'] * 1e3:.3f} | {r['form_exp_s'] * 1e3:.2f} |")
+    lines += ["", "| dtype | d_k | L | fused (ms) | fused (GFLOP/s) | of the roofline | of loop form + exp | "
+              "torch path (ms) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in res["rows"]:
+        torch_ms = _pm(r["torch"]) if "torch" in r else "-"
+        lines.append(f"| {r['dtype']} | {r['d_k']} | {r['L']} | {_pm(r['fused'])} | {_g(r['fused_flops'])} | "
                      f"{r['fraction']:.1%} | {r['fraction_of_form_exp']:.0%} | {torch_ms} |")
     if res.get("blocks"):
         lines += ["", "| dtype | heads per block | fused (ms) | fused (GFLOP/s) | loop form at that width (GFLOP/s) |",
-                  "|---|---|---|---|---|"]
+                  "|---|---:|---:|---:|---:|"]
         for b in res["blocks"]:
-            lines.append(f"| {b['dtype']} | {b['block']} | {b['median_s'] * 1e3:.2f} "
-                         f"({b['q1_s'] * 1e3:.2f}-{b['q3_s'] * 1e3:.2f}) | {_g(b['fused_flops'])} | "
-                         f"{_g(b['loop_form'])} |")
+            lines.append(f"| {b['dtype']} | {b['block']} | {_pm(b)} | {_g(b['fused_flops'])} | {_g(b['loop_form'])} |")
     return "\n".join(lines) + "\n"
 
 
