@@ -340,6 +340,11 @@ def _time(fn, repeats: int) -> dict:
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
+    return _summary(ts)
+
+
+def _summary(ts: list) -> dict:
+    """The median and quartiles of timed calls."""
     q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
     return {"median_s": statistics.median(ts), "q1_s": q[0], "q3_s": q[2]}
 
@@ -423,9 +428,7 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
         finally:
             _fused.BLOCK = default
         for H in blocks:
-            ts = times[H]
-            q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
-            t = {"median_s": statistics.median(ts), "q1_s": q[0], "q3_s": q[2]}
+            t = _summary(times[H])
             out["blocks"].append({"dtype": name, "block": H, **t, "fused_flops": c["flops"] * N * B / t["median_s"],
                                   "loop_form": loop_form_rate(np.dtype(name), lanes=H)})
     return out

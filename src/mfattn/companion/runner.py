@@ -454,8 +454,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     from .chapters import estimate
 
     est = estimate(src, config, committed) if device == "cpu" else None
-    differs = config != check_values(src, {}) and any(
-        config.get(k) != v for k, v in check_values(src, {}).items() if k not in ("cache_dir", "seed", "device"))
+    ci = check_values(src, {})
+    differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
     if differs and device == "cpu":
         # the chapter's own cost model: the committed ci run's cells, each times the growth of the work it does
         if est is not None:
