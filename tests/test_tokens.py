@@ -295,3 +295,62 @@ def test_summarize_against_the_run_read_directly():
         assert out["stop_t"] == (run.stop_step * 0.1).tolist()
         assert (out["anchored"] is None) == (d == 3)
         assert not any(math.copysign(1.0, a) < 0 for a in out["against"])  # no -0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("B,n,d", [(3, 1, 2), (4, 31, 2), (2, 33, 3), (5, 96, 8), (1, 200, 2)])
+def test_fused_token_sums_equal_the_stored_kernel(B, n, d, dtype):
+    """The fused pass against the torch path that stores the (n, n) kernel: S = W X, Z = W 1, for betas
+    from 0.1 to 2000 (where most of the kernel underflows), token counts across the 32-lane blocks."""
+    from mfattn import fused
+
+    g = torch.Generator().manual_seed(B * n * d)
+    X = tk.uniform_sphere(B, n, d, generator=g)
+    beta = torch.logspace(-1, 3.3, B, dtype=torch.float64)
+    S, Z = fused.token_sums(X.to(dtype), beta.to(dtype))
+    X = X.to(dtype).double()  # the oracle in float64 on the same tokens
+    W = tk._kernel(X, beta)
+    assert S.dtype == Z.dtype == dtype and S.shape == (B, n, d) and Z.shape == (B, n)
+    # the exponent beta (<x_i, x_j> - 1) carries the dot product's rounding times beta
+    eps = torch.finfo(dtype).eps
+    tol = 8 * eps * (1 + beta)
+    assert bool(((S.double() - W @ X).abs().amax((1, 2)) / (W @ X).abs().amax((1, 2)) < tol).all())
+    assert bool(((Z.double() - W.sum(-1)) / W.sum(-1)).abs().amax(1).lt(tol).all())
+
+
+def test_simulated_systems_do_not_depend_on_the_systems_beside_them():
+    """simulate steps only the systems still running: each system of a batch ends with the same bits,
+    stop and record as when it runs alone."""
+    g = torch.Generator().manual_seed(11)
+    p = tk.Perceptron.sample(2, generator=g, activation="gelu")
+    s = tk.TokenSystem.settings([("USA", "ascent", "none"), ("SA", "descent", "gelu")], [0.5, 5.0, 25.0], p)
+    X0 = tk.uniform_sphere(s.B, 24, 2, generator=g)
+    kw = dict(dt=0.1, max_steps=600, snapshot_every=10, keep_at=(0, 50, 400), progress=False)
+    run = tk.simulate(X0, s, **kw)
+    assert 0 < run.converged.sum() < s.B  # some stop early, some do not: the batch shrinks during the run
+    for b in range(s.B):
+        one = tk.TokenSystem(*(getattr(s, f)[b:b + 1] for f in ("beta", "sign", "normalized", "mlp")), p)
+        alone = tk.simulate(X0[b:b + 1], one, **kw)
+        assert torch.equal(alone.X[0], run.X[b])
+        assert alone.stop_step[0] == run.stop_step[b] and alone.converged[0] == run.converged[b]
+        S = len(alone.steps)  # a system alone ends its record at its stop; in the batch it repeats after
+        np.testing.assert_array_equal(alone.energy[:, 0], run.energy[:S, b])
+        np.testing.assert_array_equal(alone.counts[:, 0], run.counts[:S, b])
+        assert (run.counts[S - 1:, b] == run.counts[S - 1, b]).all()
+        for k in alone.kept:
+            assert torch.equal(alone.kept[k][0], run.kept[k][b])
+
+
+def test_fused_token_sums_same_bits_for_any_thread_count():
+    import subprocess
+    import sys
+
+    code = ("import sys, hashlib, torch\n"
+            "from mfattn import fused, tokens as tk\n"
+            "torch.set_num_threads(int(sys.argv[1]))\n"
+            "X = tk.uniform_sphere(6, 70, 3, generator=torch.Generator().manual_seed(0))\n"
+            "S, Z = fused.token_sums(X, torch.linspace(0.5, 9, 6, dtype=torch.float64))\n"
+            "print(hashlib.sha1(S.numpy().tobytes() + Z.numpy().tobytes()).hexdigest())\n")
+    out = {t: subprocess.run([sys.executable, "-c", code, str(t)], capture_output=True, text=True,
+                             check=True).stdout for t in (1, 2)}
+    assert out[1] == out[2] and len(out[1]) > 20

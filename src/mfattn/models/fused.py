@@ -38,7 +38,7 @@ import time
 import numpy as np
 import torch
 
-__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "compile_seconds"]
+__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "token_sums", "compile_seconds"]
 
 #: The number of heads per block, the vector axis of every loop (4 AVX-512 vectors of float64).
 BLOCK = 32
@@ -298,6 +298,52 @@ if numba is not None:
 
 
 
+    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+    def _token_kernel(XT, beta, A, C, P):  # pragma: no cover - compiled
+        # A[b, k, i] = sum_j g_ij XT[b, k, j] (k < d) and A[b, d, i] = sum_j g_ij, with the kernel
+        # g_ij = exp(beta_b (min(<x_i, x_j>, 1) - 1)) of every system b. Tokens i are the vector axis
+        # (blocks of BLOCK lanes, contiguous in XT (B, d, n)); j runs in order 0 .. n - 1 for each of
+        # them, so a token's sums do not depend on the block, the vector width or the thread count.
+        B, d, n = XT.shape
+        H = min(n, BLOCK)
+        nc = (n + H - 1) // H
+        one = C[2] + C[2]  # 1 in the dtype
+        for t in prange(B * nc):
+            b = t // nc
+            i0 = (t % nc) * H
+            w = min(H, n - i0)
+            bt = beta[b]
+            g = np.empty(H, XT.dtype)
+            acc = np.zeros((d + 1, H), XT.dtype)
+            pw = np.empty(H + 2, P.dtype)
+            bias, shift = P[0], P[1]
+            bits = pw[2:]
+            two = bits.view(XT.dtype)
+            for j in range(n):
+                x0 = XT[b, 0, j]
+                for h in range(w):
+                    g[h] = XT[b, 0, i0 + h] * x0
+                for k in range(1, d):
+                    xk = XT[b, k, j]
+                    for h in range(w):
+                        g[h] += XT[b, k, i0 + h] * xk
+                for h in range(w):
+                    c = g[h] if g[h] < one else one
+                    p, kf = _exp_parts(bt * (c - one), C)
+                    g[h] = p
+                    bits[h] = (bias - int(kf)) << shift
+                for h in range(w):
+                    g[h] *= two[h]
+                    acc[d, h] += g[h]
+                for k in range(d):
+                    xk = XT[b, k, j]
+                    for h in range(w):
+                        acc[k, h] += g[h] * xk
+            for k in range(d + 1):
+                for h in range(w):
+                    A[b, k, i0 + h] = acc[k, h]
+
+
 def plain(*tensors) -> bool:
     """Whether the tensors can go through the fused kernels: CPU float32/float64 tensors that no
     autograd, ``torch.func`` transform (vmap, jacfwd, ...) or forward-mode dual level is tracing.
@@ -483,8 +529,49 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     return g, torch.from_numpy(phi.sum(1)).reshape(nb * H)[:M]
 
 
+def token_sums(X: torch.Tensor, beta: torch.Tensor):
+    r"""The attention sums of the token systems of chapter 06 in one fused pass: with
+    :math:`g_{ij}=e^{\beta(\min(\langle x_i,x_j\rangle,1)-1)}` (the kernel of
+    :mod:`mfattn.models.tokens`, the companion paper's eqs. (2.5) and (2.8)), returns
+    ``S (B, n, d)``, :math:`S_i=\sum_j g_{ij}x_j`, and ``Z (B, n)``, :math:`Z_i=\sum_j g_{ij}`.
+
+    No ``(n, n)`` kernel matrix is stored: each block of tokens runs over all ``j`` in order, with the
+    exponential of :func:`head_sum`'s kernels. No validation (the caller,
+    :func:`mfattn.models.tokens.velocity` and its simulation, has checked shapes and dtypes); the
+    torch path there stays this path's oracle (``tests/test_tokens.py``).
+
+    Parameters
+    ----------
+    X : Tensor (B, n, d), float32 or float64, on the CPU
+        Tokens, one batch row per system.
+    beta : Tensor (B,)
+        Inverse temperatures.
+
+    Returns
+    -------
+    S : Tensor (B, n, d)
+    Z : Tensor (B, n)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn import fused
+    >>> X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64)
+    >>> S, Z = fused.token_sums(X, torch.tensor([2.0], dtype=torch.float64))
+    >>> bool(torch.allclose(Z, torch.full((1, 2), 1 + torch.e ** -2, dtype=torch.float64)))
+    True
+    """
+    _threads()
+    XT = X.detach().transpose(1, 2).contiguous().numpy()
+    B, d, n = XT.shape
+    A = np.empty((B, d + 1, n), dtype=XT.dtype)
+    _token_kernel(XT, beta.detach().to(X.dtype).contiguous().numpy(), A, *_constants(XT.dtype.type))
+    A = torch.from_numpy(A)
+    return A[:, :d].transpose(1, 2), A[:, d]
+
+
 def compile_seconds() -> dict:
-    """Time to make both kernels ready for both dtypes in this process (load from numba's disk cache,
+    """Time to make the kernels ready for both dtypes in this process (load from numba's disk cache,
     or compile on the very first use), by calling them on a tiny problem.
 
     Returns
@@ -505,5 +592,6 @@ def compile_seconds() -> dict:
         h = torch.zeros(1, 4, dtype=dt)
         head_sum(X, h, torch.ones(1, dtype=dt), 1)
         head_pass(X, X, h, 1)
+        token_sums(torch.ones(1, 1, 2, dtype=dt), torch.ones(1, dtype=dt))
     where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(__file__), "__pycache__")
     return {"seconds": time.perf_counter() - t0, "cache_dir": where}

@@ -41,6 +41,7 @@ import torch
 
 from .._checks import check_generator, check_positive, check_tensor
 from .._progress import progress_bar
+from . import fused
 from .activations import get_activation
 
 __all__ = ["Perceptron", "TokenSystem", "uniform_sphere", "velocity", "energy", "step", "cluster_threshold",
@@ -480,16 +481,32 @@ def _kernel(X, beta):
     return torch.exp(beta.to(X)[:, None, None] * (G - 1.0))
 
 
-def _velocity(X, s: TokenSystem):
+def _sums(X, s: TokenSystem):
+    """``S_i = sum_j g_ij x_j`` (B, n, d) and ``Z_i = sum_j g_ij`` (B, n): the fused kernel
+    (:func:`mfattn.models.fused.token_sums`) on plain CPU tensors, the torch path (which stores the
+    ``(n, n)`` kernel) elsewhere and as its oracle."""
+    if fused.available() and fused.plain(X):
+        return fused.token_sums(X, s.beta)
     W = _kernel(X, s.beta)
-    A = W @ X
-    Z = torch.where(s.normalized.to(X.device)[:, None, None], W.sum(-1, keepdim=True),
-                    torch.full_like(W[..., :1], float(X.shape[1])))
-    amb = A / Z
+    return W @ X, W.sum(-1)
+
+
+def _velocity(X, s: TokenSystem, sums=None):
+    S, Z = _sums(X, s) if sums is None else sums
+    Z = torch.where(s.normalized.to(X.device)[:, None], Z, torch.full_like(Z, float(X.shape[1])))
+    amb = S / Z[..., None]
     if s.perceptron is not None:
         amb = amb + s.mlp.to(X)[:, None, None] * s.perceptron.drift(X)
     v = amb - (amb * X).sum(-1, keepdim=True) * X  # P_x
     return s.sign.to(X)[:, None, None] * v
+
+
+def _energy(X, s: TokenSystem, Z):
+    n = X.shape[1]
+    E = Z.sum(1) / (2 * s.beta.to(X) * n * n)
+    if s.perceptron is not None:
+        E = E + s.mlp.to(X) * s.perceptron.potential(X).mean(1)
+    return E
 
 
 def velocity(X: torch.Tensor, system: TokenSystem) -> torch.Tensor:
@@ -544,11 +561,7 @@ def energy(X: torch.Tensor, system: TokenSystem) -> torch.Tensor:
     [0.25]
     """
     X = _check_X(X, system)
-    n = X.shape[1]
-    E = _kernel(X, system.beta).sum((1, 2)) / (2 * system.beta.to(X) * n * n)
-    if system.perceptron is not None:
-        E = E + system.mlp.to(X) * system.perceptron.potential(X).mean(1)
-    return E
+    return _energy(X, system, _sums(X, system)[1])
 
 
 def _project(X):
@@ -558,14 +571,14 @@ def _project(X):
 _METHODS = ("euler", "heun", "rk4")
 
 
-def _step(X, s, dt, method):
+def _step(X, s, dt, method, k1=None):
+    # k1: the velocity at X when the caller has it already (a snapshot of simulate computes it)
+    k1 = _velocity(X, s) if k1 is None else k1
     if method == "euler":
-        return _project(X + dt * _velocity(X, s))
+        return _project(X + dt * k1)
     if method == "heun":
-        k1 = _velocity(X, s)
         k2 = _velocity(_project(X + dt * k1), s)
         return _project(X + 0.5 * dt * (k1 + k2))
-    k1 = _velocity(X, s)
     k2 = _velocity(_project(X + 0.5 * dt * k1), s)
     k3 = _velocity(_project(X + 0.5 * dt * k2), s)
     k4 = _velocity(_project(X + dt * k3), s)
@@ -1044,35 +1057,58 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
     rec = {"steps": [], "energy": [], "counts": [], "speed": []}
     kept = {}
 
-    def snapshot(k):
-        _, cnt = cluster_labels(X, thr)
-        sp = _velocity(X, system).norm(dim=-1).amax(1)
-        rec["steps"].append(k)
-        rec["energy"].append(energy(X, system).cpu().numpy())
-        rec["counts"].append(cnt.numpy())
-        rec["speed"].append(sp.cpu().numpy())
+    # Only the systems still running are stepped: ``Xa`` holds their rows (``idx`` of ``X``) and ``sub``
+    # their settings, and both shrink when a system stops. Every kernel works system by system, so a
+    # system's path does not depend on which others run beside it. A frozen system's record repeats.
+    idx, Xa, sub = torch.arange(B, device=X.device), X, system
+    last = {}
 
-    snapshot(0)
+    def snapshot(k):
+        # the clusters, energy and largest speed of the running systems; the velocity is kept for
+        # the next step, which starts from the same tokens
+        S, Z = _sums(Xa, sub)
+        v = _velocity(Xa, sub, (S, Z))
+        _, cnt = cluster_labels(Xa, thr[idx.cpu().numpy()])
+        rows = idx.cpu().numpy()
+        for key, val in (("energy", _energy(Xa, sub, Z)), ("counts", cnt), ("speed", v.norm(dim=-1).amax(1))):
+            full = last[key].copy() if key in last else np.zeros(B, dtype=val.cpu().numpy().dtype)
+            full[rows] = val.cpu().numpy()
+            last[key] = full
+            rec[key].append(full)
+        rec["steps"].append(k)
+        return v
+
+    v = snapshot(0)
     if 0 in keep_at:
         kept[0] = X.clone()
     bar = progress_bar(total=max_steps, enabled=progress, desc="token steps", leave=False)
     for k in range(1, max_steps + 1):
-        Xn = _step(X, system, dt, method)
-        X = torch.where(active[:, None, None], Xn, X)
+        Xa = _step(Xa, sub, dt, method, v)
+        v = None
         if k in keep_at:
+            X = X.index_copy(0, idx, Xa) if len(idx) < B else Xa
             kept[k] = X.clone()
         if k % snapshot_every == 0 or k == max_steps:
-            snapshot(k)
+            v = snapshot(k)
             if len(rec["counts"]) >= window:
-                last = np.stack(rec["counts"][-window:])
-                done = (last == last[-1]).all(0) & (rec["speed"][-1] <= drift_tol) & active.cpu().numpy()
+                recent = np.stack(rec["counts"][-window:])
+                done = (recent == recent[-1]).all(0) & (rec["speed"][-1] <= drift_tol) & active.cpu().numpy()
                 stop[done] = k
                 conv |= done
-                active &= ~torch.as_tensor(done, device=X.device)
+                if done.any():
+                    X = X.index_copy(0, idx, Xa) if len(idx) < B else Xa
+                    active &= ~torch.as_tensor(done, device=X.device)
+                    still = active[idx]
+                    idx, Xa, v = idx[still], Xa[still], v[still]
+                    if len(idx):
+                        sub = TokenSystem(*(getattr(system, f)[idx] for f in ("beta", "sign", "normalized", "mlp")),
+                                          system.perceptron)
             bar.update(snapshot_every)
-            if not bool(active.any()):
+            if not len(idx):
                 break
     bar.close()
+    if len(idx):
+        X = X.index_copy(0, idx, Xa) if len(idx) < B else Xa
     return TokenRun(X, np.array(rec["steps"]), np.stack(rec["energy"]), np.stack(rec["counts"]),
                     np.stack(rec["speed"]), stop, conv, kept, thr)
 
