@@ -28,12 +28,12 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval-sanitize.cfg --
 # on a reader's CPU.
 ALT_PATH := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_ENABLE_INSTRUCTIONS=AVX2
 
-.PHONY: help venv test unit nbval nbval-alt book check-html execute clean
+.PHONY: help venv test test-unit test-nbval test-other-path unit nbval nbval-alt book check-html execute clean
 help:
 	@echo "make book     build the book into _build/html from the committed chapters (executes none)"
-	@echo "make test     unit and oracle tests, the docstrings' examples (doctests), chapter sync check,"
-	@echo "              nbval over the committed notebooks"
-	@echo "              on this CPU's kernels, then nbval again on another kernel path (make nbval-alt)"
+	@echo "make test     unit and oracle tests, the docstrings' examples (doctests), chapter sync check;"
+	@echo "              beside them nbval over the committed notebooks on this CPU's kernels, and nbval"
+	@echo "              again on another kernel path (make nbval-alt): three streams at once"
 	@echo "make check-html  open every page of _build/html in headless Chromium (Debian's chromium package)"
 	@echo "              and fail on console errors, remote requests, unrendered math, images without alt"
 	@echo "              text or caption, anything wider than the text column (builds nothing)"
@@ -49,10 +49,23 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 
 venv: $(STAMP)
 
+# `make test` runs three streams side by side on the machine's cores: the unit, oracle and doctests;
+# nbval on this CPU's kernels; nbval on the other kernel path (one thread). OMP_WAIT_POLICY=PASSIVE
+# (set by mfattn) keeps waiting threads from spinning on a shared core. Each stream's lines are
+# printed whole, prefixed with its name; make waits for all three and fails if one fails.
+STREAM = set -o pipefail; $(1) 2>&1 | sed -u 's/^/[$(2)] /'
 test: $(STAMP)
 	@mkdir -p $(STATE)
-	$(BIN)/python -m pytest -p no:cacheprovider tests src/mfattn --doctest-modules notebooks $(NBVAL)
-	$(MAKE) --no-print-directory nbval-alt
+	@$(MAKE) --no-print-directory -j3 test-unit test-nbval test-other-path
+
+test-unit: $(STAMP)
+	@$(call STREAM,$(BIN)/python -m pytest -p no:cacheprovider tests src/mfattn --doctest-modules,unit)
+
+test-nbval: $(STAMP)
+	@$(call STREAM,$(BIN)/python -m pytest -p no:cacheprovider notebooks $(NBVAL),nbval)
+
+test-other-path: $(STAMP)
+	@$(call STREAM,$(MAKE) --no-print-directory nbval-alt,nbval other path)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider tests src/mfattn --doctest-modules

@@ -55,6 +55,23 @@ def test_bench_command_writes_json_table_and_plot(tmp_path):
     assert again.returncode == 0 and (tmp_path / "t.md").read_text() in again.stdout
 
 
+def test_bench_tokens_times_both_paths_of_the_token_sums(tmp_path):
+    """bench --tokens checks the fused token sums against the stored kernel before timing them, at
+    chapter 06's shapes, and --report rebuilds its table from the JSON."""
+    cmd = [sys.executable, "-m", "mfattn", "bench", "--tokens", "--repeats", "1", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "tokens.json").read_text())
+    assert [(r["B"], r["n"], r["d"]) for r in res["rows"]] == list(bench.TOKEN_SHAPES)
+    md = (tmp_path / "tokens.md").read_text()
+    for r in res["rows"]:
+        assert f"| {r['torch_s'] / r['fused_s']:.1f}x |" in md
+        assert r["pair_rate"] == pytest.approx(r["B"] * r["n"] ** 2 / r["fused_s"])
+    again = subprocess.run([sys.executable, "-m", "mfattn", "bench", "--report", str(tmp_path / "tokens.json")],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and md in again.stdout
+
+
 def test_bench_flags_figures_whose_calls_spread(tmp_path):
     # a saved result with one unsteady figure: the table and the warning name it; a steady one has no warning
     res = json.loads(json.dumps(_SAVED))

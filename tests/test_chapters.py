@@ -56,7 +56,7 @@ def run_cli(*args, cwd=ROOT):
 
 def test_run_executes_with_overrides_and_writes_to_the_chosen_folder(tmp_path):
     tiny = dict(n_logits=20, n_points=2, n_directions=2, n_radii=3, n_smooth_seqs=4, n_heads=6, n_replicates=12,
-                seed=4)
+                dim_max_order=1, dim_chains=2, dim_base_starts=1, dim_starts=0, dim_steps=3, seed=4)
     args = [x for k, v in tiny.items() for x in ("-p", k, str(v))]
     res = run_cli("run", "01", *args, "--out", str(tmp_path), "--quiet")
     # 3: the run finished and a claim failed (these sizes are far below the ci profile's)

@@ -51,7 +51,7 @@ from ..models.model import HeadModel
 from .roofline import machine
 
 __all__ = ["flop_count", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
-           "main"]
+           "run_tokens", "main"]
 
 IMPLS = ("fused", "engine", "naive", "loop")
 
@@ -475,12 +475,67 @@ def _plot(res: dict, path: Path, plotting, plt) -> None:
     plt.close(fig)
 
 
+#: Chapter 06's shapes (systems B, tokens n, dimension d): the circle's batch of ReLU settings at
+#: every beta, the batch on S^7, and the largest n of its sweep in n.
+TOKEN_SHAPES = ((64, 96, 2), (32, 96, 8), (3, 400, 2))
+
+
+def run_tokens(repeats: int = 15) -> dict:
+    """The attention sums of chapter 06's token systems (:func:`mfattn.models.fused.token_sums`)
+    against the torch path that stores each system's ``(n, n)`` kernel and multiplies it
+    (the path of :mod:`mfattn.models.tokens` on CUDA), in float64 at :data:`TOKEN_SHAPES`, with one
+    whole Euler step of the chapter (sums, GeLU perceptron, projection) on the fused path for
+    scale. The two paths' sums are checked to agree to 1e-12 relative before timing."""
+    from ..models import tokens as tk
+
+    cpu, rows = torch.device("cpu"), []
+    for B, n, d in TOKEN_SHAPES:
+        g = torch.Generator().manual_seed(0)
+        X = tk.uniform_sphere(B, n, d, generator=g)
+        s = tk.TokenSystem.grid(torch.logspace(-1, 1.7, B).tolist(), mlp=True,
+                                perceptron=tk.Perceptron.sample(d, generator=g, activation="gelu"))
+
+        def stored():
+            W = tk._kernel(X, s.beta)
+            return W @ X, W.sum(-1)
+
+        S, Z = _fused.token_sums(X, s.beta)
+        S0, Z0 = stored()
+        err = max(float((S - S0).abs().max() / S0.abs().max()), float(((Z - Z0) / Z0).abs().max()))
+        if not err < 1e-12:
+            raise RuntimeError(f"token sums: the fused and torch paths differ by {err:.2e} at {(B, n, d)}")
+        spread = []
+        t_f = _time(lambda: _fused.token_sums(X, s.beta), cpu, repeats, spread=spread)
+        t_t = _time(stored, cpu, repeats, spread=spread)
+        t_s = _time(lambda: tk.step(X, s, 0.1), cpu, repeats, spread=spread)
+        rows.append(dict(B=B, n=n, d=d, fused_s=t_f, torch_s=t_t, step_s=t_s, spread=max(spread),
+                         pair_rate=B * n * n / t_f))
+    return {"kind": "tokens", "dtype": "float64", "threads": torch.get_num_threads(), "machine": machine(cpu),
+            "load": list(os.getloadavg()), "rows": rows}
+
+
+def tokens_table(res: dict) -> str:
+    """The token benchmark as a Markdown table."""
+    lines = [f"Token systems of chapter 06, float64, {res['threads']} threads: the attention sums "
+             "S = sum_j g_ij x_j and Z = sum_j g_ij.", "",
+             "| B, n, d | fused | torch path (stored kernel) | speed-up | pairs per second | "
+             "whole Euler step, fused | spread |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in res["rows"]:
+        lines.append(f"| {r['B']}, {r['n']}, {r['d']} | {_fmt_s(r['fused_s'])} | {_fmt_s(r['torch_s'])} | "
+                     f"{r['torch_s'] / r['fused_s']:.1f}x | {r['pair_rate']:.3g} | {_fmt_s(r['step_s'])} | "
+                     f"{100 * r['spread']:.0f}% |")
+    return "\n".join(lines) + "\n"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--roofline", action="store_true",
                    help="measure this machine's ceilings (FMA peak, the fused pass's exponential, memory bandwidth, "
                         "the fused pass's loop form) and time the fused full gradient against them at d_k, L = "
                         "(2, 8), (4, 16), (8, 32), (16, 64), float32 and float64 (mfattn.companion.roofline; about "
                         "a minute); with --out writes roofline.json, .md, .png")
+    p.add_argument("--tokens", action="store_true",
+                   help="time the attention sums of chapter 06's token systems, fused pass against the torch path, "
+                        "at its shapes (float64; a few seconds); with --out writes tokens.json and tokens.md")
     p.add_argument("--report", default=None, metavar="JSON",
                    help="print (and with --out rewrite) the table and plot of a saved result; measures nothing")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -509,6 +564,10 @@ def main(args) -> dict:
         res = json.loads(Path(args.report).read_text())
         _write(res, args, Path(args.report).stem)
         return res
+    if args.tokens:
+        res = run_tokens(repeats=args.repeats or 15)
+        _write(res, args, "tokens")
+        return res
     if args.roofline:
         from . import roofline  # noqa: F811
 
@@ -535,7 +594,8 @@ def _write(res: dict, args, default_name: str) -> None:
     from . import roofline  # noqa: F811 (the module, beside its machine())
 
     kind = roofline if "ceilings" in res else None  # a roofline run (--roofline) or an N sweep
-    text = kind.table(res) if kind else table(res)
+    tokens = res.get("kind") == "tokens"
+    text = tokens_table(res) if tokens else kind.table(res) if kind else table(res)
     print(text)
     if args.out:
         folder = Path(args.out)
@@ -543,5 +603,8 @@ def _write(res: dict, args, default_name: str) -> None:
         name = args.name or default_name
         (folder / f"{name}.json").write_text(json.dumps(res, indent=1))
         (folder / f"{name}.md").write_text(text)
+        if tokens:
+            print(f"wrote {folder / name}.json, .md")
+            return
         (kind.plot if kind else plot)(res, folder / f"{name}.png")
         print(f"wrote {folder / name}.json, .md, .png")
