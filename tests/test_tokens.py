@@ -354,3 +354,25 @@ def test_fused_token_sums_same_bits_for_any_thread_count():
     out = {t: subprocess.run([sys.executable, "-c", code, str(t)], capture_output=True, text=True,
                              check=True).stdout for t in (1, 2)}
     assert out[1] == out[2] and len(out[1]) > 20
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("d", [2, 3, 8])
+def test_fused_velocity_equals_the_torch_path(d, activation, monkeypatch):
+    """The fused velocity (attention sums, perceptron drift, projection in one pass) against the torch
+    path that stores the kernel, for ascent and descent, USA and SA, with and without the perceptron,
+    and a perceptron weight exp(-beta) (Theorem 3.5's scaling)."""
+    from mfattn import fused
+
+    g = torch.Generator().manual_seed(d)
+    p = tk.Perceptron.sample(d, generator=g, units=5, activation=activation)
+    s = _systems(p)
+    s = tk.TokenSystem(s.beta, s.sign, s.normalized, s.mlp * torch.exp(-s.beta / 10), p)
+    X = tk.uniform_sphere(s.B, 45, d, generator=g)
+    v = tk.velocity(X, s)
+    E = tk.energy(X, s)
+    monkeypatch.setattr(fused, "available", lambda: False)
+    v0, E0 = tk.velocity(X, s), tk.energy(X, s)
+    scale = v0.abs().amax((1, 2), keepdim=True)
+    assert float(((v - v0).abs() / scale).max()) < 1e-13
+    assert float(((E - E0) / E0).abs().max()) < 1e-13

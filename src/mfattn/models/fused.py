@@ -38,7 +38,7 @@ import time
 import numpy as np
 import torch
 
-__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "token_sums", "compile_seconds"]
+__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "token_sums", "token_velocity", "compile_seconds"]
 
 #: The number of heads per block, the vector axis of every loop (4 AVX-512 vectors of float64).
 BLOCK = 32
@@ -298,50 +298,115 @@ if numba is not None:
 
 
 
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _token_block(XT, b, i0, w, bt, g, acc, C, pw):  # pragma: no cover - compiled
+        # acc[k, h] = sum_j g_ij XT[b, k, j] (k < d) and acc[d, h] = sum_j g_ij for the tokens
+        # i = i0 + h, h < w, with g_ij = exp(bt (min(<x_i, x_j>, 1) - 1)). The tokens i are the vector
+        # axis (contiguous in XT (B, d, n)); j runs in order 0 .. n - 1 for each of them, so a token's
+        # sums do not depend on the block, the vector width or the thread count.
+        d, n = XT.shape[1], XT.shape[2]
+        one = C[2] + C[2]  # 1 in the dtype
+        bias, shift = pw[0], pw[1]
+        bits = pw[2:]
+        two = bits.view(XT.dtype)
+        for k in range(d + 1):
+            for h in range(w):
+                acc[k, h] = 0.0
+        for j in range(n):
+            x0 = XT[b, 0, j]
+            for h in range(w):
+                g[h] = XT[b, 0, i0 + h] * x0
+            for k in range(1, d):
+                xk = XT[b, k, j]
+                for h in range(w):
+                    g[h] += XT[b, k, i0 + h] * xk
+            for h in range(w):
+                c = g[h] if g[h] < one else one
+                p, kf = _exp_parts(bt * (c - one), C)
+                g[h] = p
+                bits[h] = (bias - int(kf)) << shift
+            for h in range(w):
+                g[h] *= two[h]
+                acc[d, h] += g[h]
+            for k in range(d):
+                xk = XT[b, k, j]
+                for h in range(w):
+                    acc[k, h] += g[h] * xk
+
     @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
     def _token_kernel(XT, beta, A, C, P):  # pragma: no cover - compiled
-        # A[b, k, i] = sum_j g_ij XT[b, k, j] (k < d) and A[b, d, i] = sum_j g_ij, with the kernel
-        # g_ij = exp(beta_b (min(<x_i, x_j>, 1) - 1)) of every system b. Tokens i are the vector axis
-        # (blocks of BLOCK lanes, contiguous in XT (B, d, n)); j runs in order 0 .. n - 1 for each of
-        # them, so a token's sums do not depend on the block, the vector width or the thread count.
+        # A[b, :d, i] = sum_j g_ij x_j and A[b, d, i] = sum_j g_ij of every token of every system
         B, d, n = XT.shape
         H = min(n, BLOCK)
         nc = (n + H - 1) // H
-        one = C[2] + C[2]  # 1 in the dtype
         for t in prange(B * nc):
             b = t // nc
             i0 = (t % nc) * H
             w = min(H, n - i0)
-            bt = beta[b]
             g = np.empty(H, XT.dtype)
-            acc = np.zeros((d + 1, H), XT.dtype)
+            acc = np.empty((d + 1, H), XT.dtype)
             pw = np.empty(H + 2, P.dtype)
-            bias, shift = P[0], P[1]
-            bits = pw[2:]
-            two = bits.view(XT.dtype)
-            for j in range(n):
-                x0 = XT[b, 0, j]
-                for h in range(w):
-                    g[h] = XT[b, 0, i0 + h] * x0
-                for k in range(1, d):
-                    xk = XT[b, k, j]
-                    for h in range(w):
-                        g[h] += XT[b, k, i0 + h] * xk
-                for h in range(w):
-                    c = g[h] if g[h] < one else one
-                    p, kf = _exp_parts(bt * (c - one), C)
-                    g[h] = p
-                    bits[h] = (bias - int(kf)) << shift
-                for h in range(w):
-                    g[h] *= two[h]
-                    acc[d, h] += g[h]
-                for k in range(d):
-                    xk = XT[b, k, j]
-                    for h in range(w):
-                        acc[k, h] += g[h] * xk
+            pw[0], pw[1] = P[0], P[1]
+            _token_block(XT, b, i0, w, beta[b], g, acc, C, pw)
             for k in range(d + 1):
                 for h in range(w):
                     A[b, k, i0 + h] = acc[k, h]
+
+    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+    def _velocity_kernel(XT, beta, fixed, mlp, sign, Ad, sc, act, V, Z, C, P):  # pragma: no cover - compiled
+        # V[b, :, i] = sign_b P_x (S_i / D_i + mlp_b sum_m s_m sigma(<a_m, x_i>) a_m), Z[b, i] = Z_i: the
+        # velocity of the token systems, with D_i = Z_i where fixed[b] = 0 (SA) and D_i = fixed[b] = n
+        # elsewhere (USA), and the perceptron's drift (act 1: ReLU, 2: GeLU)
+        B, d, n = XT.shape
+        M = Ad.shape[0]
+        H = min(n, BLOCK)
+        nc = (n + H - 1) // H
+        half = C[2]
+        one = half + half
+        r2 = one / np.sqrt(one + one)  # 1 / sqrt(2) in the dtype
+        for t in prange(B * nc):
+            b = t // nc
+            i0 = (t % nc) * H
+            w = min(H, n - i0)
+            g = np.empty(H, XT.dtype)
+            acc = np.empty((d + 1, H), XT.dtype)
+            u = np.empty(H, XT.dtype)
+            dot = np.empty(H, XT.dtype)
+            pw = np.empty(H + 2, P.dtype)
+            pw[0], pw[1] = P[0], P[1]
+            _token_block(XT, b, i0, w, beta[b], g, acc, C, pw)
+            for h in range(w):
+                Z[b, i0 + h] = acc[d, h]
+                den = acc[d, h] if fixed[b] == 0 else fixed[b]
+                for k in range(d):
+                    acc[k, h] = acc[k, h] / den
+            if mlp[b] != 0:
+                for m in range(M):
+                    for h in range(w):
+                        u[h] = 0.0
+                    for k in range(d):
+                        a = Ad[m, k]
+                        for h in range(w):
+                            u[h] += a * XT[b, k, i0 + h]
+                    for h in range(w):
+                        x = u[h]
+                        if act == 1:
+                            u[h] = x if x > 0 else x - x
+                        else:
+                            u[h] = x * (half * (one + math.erf(x * r2)))
+                    for k in range(d):
+                        f = mlp[b] * sc[m]
+                        a = Ad[m, k]
+                        for h in range(w):
+                            acc[k, h] += f * u[h] * a
+            for h in range(w):
+                dot[h] = 0.0
+            for k in range(d):
+                for h in range(w):
+                    dot[h] += acc[k, h] * XT[b, k, i0 + h]
+            for k in range(d):
+                for h in range(w):
+                    V[b, k, i0 + h] = sign[b] * (acc[k, h] - dot[h] * XT[b, k, i0 + h])
 
 
 def plain(*tensors) -> bool:
@@ -570,6 +635,61 @@ def token_sums(X: torch.Tensor, beta: torch.Tensor):
     return A[:, :d].transpose(1, 2), A[:, d]
 
 
+#: The perceptron activations the fused velocity computes (others take the torch path).
+TOKEN_ACTIVATIONS = {"relu": 1, "gelu": 2}
+
+
+def token_velocity(X: torch.Tensor, beta: torch.Tensor, normalized: torch.Tensor, mlp: torch.Tensor,
+                   sign: torch.Tensor, directions: torch.Tensor, scales: torch.Tensor, activation: str):
+    r"""The velocity of chapter 06's token systems in one fused pass, the companion paper's eqs. (2.5)
+    and (2.8): ``V (B, n, d)`` with :math:`V_i=\pm P_{x_i}(S_i/D_i+m\sum_k s_k\sigma(\langle a_k,x_i\rangle)a_k)`,
+    :math:`D_i=Z_i` for SA and :math:`n` for USA, and ``Z (B, n)`` (the sums of :func:`token_sums`).
+
+    No validation (the caller, :mod:`mfattn.models.tokens`, has checked shapes and dtypes; the
+    activation is one of :data:`TOKEN_ACTIVATIONS`); its torch path is this path's oracle
+    (``tests/test_tokens.py``).
+
+    Parameters
+    ----------
+    X : Tensor (B, n, d), float32 or float64, on the CPU
+        Tokens, one batch row per system.
+    beta, normalized, mlp, sign : Tensor (B,)
+        The settings of :class:`mfattn.models.tokens.TokenSystem`.
+    directions : Tensor (M, d)
+        The perceptron's unit directions :math:`a_k`.
+    scales : Tensor (M,)
+        Its scales :math:`s_k`.
+    activation : str
+        ``"relu"`` or ``"gelu"``.
+
+    Returns
+    -------
+    V : Tensor (B, n, d)
+    Z : Tensor (B, n)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn import fused
+    >>> X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64)
+    >>> one, a = torch.ones(1, dtype=torch.float64), torch.eye(2, dtype=torch.float64)
+    >>> V, Z = fused.token_velocity(X, one, torch.tensor([False]), 0 * one, one, a, one.expand(2), "relu")
+    >>> e = torch.e ** -1  # g between two orthogonal tokens at beta = 1; USA divides by n = 2
+    >>> bool(torch.allclose(V[0], torch.tensor([[0.0, e / 2], [e / 2, 0.0]], dtype=torch.float64)))
+    True
+    """
+    _threads()
+    dt = X.dtype
+    XT = X.detach().transpose(1, 2).contiguous().numpy()
+    B, d, n = XT.shape
+    V = np.empty((B, d, n), dtype=XT.dtype)
+    Z = np.empty((B, n), dtype=XT.dtype)
+    fixed = torch.where(normalized.cpu(), 0.0, float(n)).to(dt)
+    _velocity_kernel(XT, *(_np(t.detach().cpu().to(dt)) for t in (beta, fixed, mlp, sign, directions, scales)),
+                     TOKEN_ACTIVATIONS[activation], V, Z, *_constants(XT.dtype.type))
+    return torch.from_numpy(V).transpose(1, 2), torch.from_numpy(Z)
+
+
 def compile_seconds() -> dict:
     """Time to make the kernels ready for both dtypes in this process (load from numba's disk cache,
     or compile on the very first use), by calling them on a tiny problem.
@@ -592,6 +712,8 @@ def compile_seconds() -> dict:
         h = torch.zeros(1, 4, dtype=dt)
         head_sum(X, h, torch.ones(1, dtype=dt), 1)
         head_pass(X, X, h, 1)
-        token_sums(torch.ones(1, 1, 2, dtype=dt), torch.ones(1, dtype=dt))
+        one = torch.ones(1, dtype=dt)
+        token_sums(torch.ones(1, 1, 2, dtype=dt), one)
+        token_velocity(torch.ones(1, 1, 2, dtype=dt), one, one > 0, one, one, one.expand(1, 2), one, "gelu")
     where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(__file__), "__pycache__")
     return {"seconds": time.perf_counter() - t0, "cache_dir": where}

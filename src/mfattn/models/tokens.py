@@ -491,14 +491,27 @@ def _sums(X, s: TokenSystem):
     return W @ X, W.sum(-1)
 
 
-def _velocity(X, s: TokenSystem, sums=None):
-    S, Z = _sums(X, s) if sums is None else sums
-    Z = torch.where(s.normalized.to(X.device)[:, None], Z, torch.full_like(Z, float(X.shape[1])))
-    amb = S / Z[..., None]
-    if s.perceptron is not None:
-        amb = amb + s.mlp.to(X)[:, None, None] * s.perceptron.drift(X)
+def _velocity_and_Z(X, s: TokenSystem):
+    """The velocity (B, n, d) and the sums ``Z`` (B, n): the fused pass
+    (:func:`mfattn.models.fused.token_velocity`) on plain CPU tensors with a ReLU or GeLU perceptron or
+    none, the torch path elsewhere and as its oracle."""
+    p = s.perceptron
+    if fused.available() and fused.plain(X) and (p is None or p.activation in fused.TOKEN_ACTIVATIONS):
+        a = p.directions if p is not None else X.new_zeros(0, X.shape[2])
+        return fused.token_velocity(X, s.beta, s.normalized, s.mlp if p is not None else torch.zeros_like(s.mlp),
+                                    s.sign, a, p.scales if p is not None else X.new_zeros(0),
+                                    p.activation if p is not None else "relu")
+    S, Z = _sums(X, s)
+    Zn = torch.where(s.normalized.to(X.device)[:, None], Z, torch.full_like(Z, float(X.shape[1])))
+    amb = S / Zn[..., None]
+    if p is not None:
+        amb = amb + s.mlp.to(X)[:, None, None] * p.drift(X)
     v = amb - (amb * X).sum(-1, keepdim=True) * X  # P_x
-    return s.sign.to(X)[:, None, None] * v
+    return s.sign.to(X)[:, None, None] * v, Z
+
+
+def _velocity(X, s: TokenSystem):
+    return _velocity_and_Z(X, s)[0]
 
 
 def _energy(X, s: TokenSystem, Z):
@@ -1066,8 +1079,7 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
     def snapshot(k):
         # the clusters, energy and largest speed of the running systems; the velocity is kept for
         # the next step, which starts from the same tokens
-        S, Z = _sums(Xa, sub)
-        v = _velocity(Xa, sub, (S, Z))
+        v, Z = _velocity_and_Z(Xa, sub)
         _, cnt = cluster_labels(Xa, thr[idx.cpu().numpy()])
         rows = idx.cpu().numpy()
         for key, val in (("energy", _energy(Xa, sub, Z)), ("counts", cnt), ("speed", v.norm(dim=-1).amax(1))):
