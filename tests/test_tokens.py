@@ -186,6 +186,9 @@ def test_batched_cluster_labels_match_scipy_connected_components(d):
         pairs = set(zip(labels[b].tolist(), lab.tolist()))
         assert len(pairs) == k == len(set(labels[b].tolist()))
         assert sorted(labels[b].unique().tolist()) == list(range(k))
+        if d > 2:  # on the spheres numbered by their smallest token (on the circle in angular order)
+            first = [labels[b].tolist().index(c) for c in range(k)]
+            assert first == sorted(first)
 
 
 def test_theorem35_weight_makes_the_engine_a_time_change_of_the_papers_dynamics():

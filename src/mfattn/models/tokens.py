@@ -674,7 +674,7 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
 
     On the circle the components are the arcs between consecutive gaps wider than the threshold
     (sorting, vectorised over systems); for ``d >= 3`` the connected components of the graph, found
-    for all systems at once by min-label propagation with pointer jumping (no loop over systems).
+    for all systems at once by scipy's graph search on their block-diagonal union (no loop over systems).
 
     Parameters
     ----------
@@ -725,24 +725,26 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
 
 
 def _components(adj: torch.Tensor) -> torch.Tensor:
-    """Connected components of B graphs at once (adjacency (B, n, n), reflexive and symmetric): every
-    vertex gets the smallest index in its component (min-label propagation with pointer jumping, a few
-    rounds of batched tensor operations; no loop over systems), then the labels are renumbered
+    """Connected components of B graphs at once (adjacency (B, n, n), reflexive and symmetric): scipy's
+    graph search on the block-diagonal graph of all B systems (one call, no loop over systems); every
+    vertex is labelled by the smallest index in its component, and the labels are renumbered
     ``0 .. k - 1`` in order of those smallest indices."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     B, n, _ = adj.shape
-    idx = torch.arange(n, device=adj.device)
-    lab = idx.expand(B, n).clone()
-    big = torch.full((B, n, n), n, dtype=lab.dtype, device=adj.device)
-    while True:
-        nb = torch.where(adj, lab[:, None, :].expand(B, n, n), big).amin(2)  # smallest label among neighbours
-        new = torch.minimum(lab, nb)
-        new = torch.gather(new, 1, new)  # pointer jumping: a label's own label
-        if torch.equal(new, lab):
-            break
-        lab = new
+    b, i, j = adj.cpu().nonzero(as_tuple=True)
+    graph = coo_matrix((np.ones(len(b), dtype=np.int8), ((b * n + i).numpy(), (b * n + j).numpy())),
+                       shape=(B * n, B * n))
+    k, comp = connected_components(graph, directed=False)
+    comp = torch.from_numpy(comp.astype(np.int64))
+    node = torch.arange(B * n)
+    smallest = torch.full((k,), B * n, dtype=torch.long).scatter_reduce_(0, comp, node, "amin")
+    idx = torch.arange(n)
+    lab = (smallest[comp] - (node // n) * n).reshape(B, n)  # the smallest vertex of the component
     roots = lab == idx  # the smallest vertex of each component labels it
     rank = torch.cumsum(roots.long(), 1) - 1
-    return torch.gather(rank, 1, lab)
+    return torch.gather(rank, 1, lab).to(adj.device)
 
 
 def anchored_counts(X: torch.Tensor, threshold) -> np.ndarray:
