@@ -179,11 +179,11 @@ def test_kernels_are_cached_across_processes(tmp_path):
     import os
 
     code = ("from mfattn import fused; fused.compile_seconds()\n"
-            "k = (fused._sum_kernel, fused._grad_kernel, fused._token_kernel)\n"
+            "k = (fused._sum_kernel, fused._grad_kernel, fused._token_kernel, fused._velocity_kernel)\n"
             "print(sum(sum(x.stats.cache_hits.values()) for x in k), sum(sum(x.stats.cache_misses.values()) for x in k))")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     run = lambda: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                  check=True).stdout.split()
-    assert run() == ["0", "6"]  # three kernels, two dtypes: compiled
+    assert run() == ["0", "8"]  # four kernels, two dtypes: compiled
     assert list(tmp_path.rglob("*.nbi")) and list(tmp_path.rglob("*.nbc"))
-    assert run() == ["6", "0"]  # loaded
+    assert run() == ["8", "0"]  # loaded
