@@ -75,16 +75,18 @@ class _ShortName(_abc.MetaPathFinder, _abc.Loader):
 if not any(isinstance(f, _ShortName) for f in _sys.meta_path):
     _sys.meta_path.append(_ShortName())
 
-from .models.data import Dataset  # noqa: E402  (torch loads here)
-from .models.model import HeadModel  # noqa: E402
-from .models.softmax import cross_entropy, entropy, softmax_jacobian  # noqa: E402
-
+# The top-level names load on first use, so that `import mfattn` (and the command line's help, its
+# listings and its usage errors) does not load torch.
+_TOP = {"Dataset": "models.data", "HeadModel": "models.model", "cross_entropy": "models.softmax",
+        "entropy": "models.softmax", "softmax_jacobian": "models.softmax"}
 __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian"]
 
 
 def __getattr__(name):
     if name in LAYOUT_OF:
         return _importlib.import_module(f"{__name__}.{name}")
+    if name in _TOP:
+        return getattr(_importlib.import_module(f"{__name__}.{_TOP[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -145,18 +145,25 @@ def _main(argv=None) -> int:
     p_new.add_argument("--title", default=None, help="the chapter's title")
     p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")
     p_params.add_argument("chapter", help="chapter name or prefix, e.g. 05")
-    from . import bench, replicate
-    from ..models import distributed
+    from . import replicate
 
     p_rep = sub.add_parser("replicate", help="re-run a chapter under other seeds and write its replication record "
                            "(replications/CHAPTER.json): each verdict's pass rate and spread")
     replicate.add_arguments(p_rep)
 
+    # bench and shard load torch for their options: only when one of them is the command, so that the
+    # other commands, their help and their usage errors start without it
+    command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
     p_bench = sub.add_parser("bench", help="time and memory of the engine against a per-head loop and a naive batch")
-    bench.add_arguments(p_bench)
-
     p_shard = sub.add_parser("shard", help="SGD or the reference flow with heads sharded over torchrun processes")
-    distributed.add_arguments(p_shard)
+    if command == "bench":
+        from . import bench
+
+        bench.add_arguments(p_bench)
+    if command == "shard":
+        from ..models import distributed
+
+        distributed.add_arguments(p_shard)
     p_html = sub.add_parser("check-html", help="open every page of the built book in headless Chromium and "
                             "report faults (mfattn.checkhtml)")
     p_html.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
