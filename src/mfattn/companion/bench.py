@@ -517,7 +517,8 @@ def run_tokens(repeats: int = 15) -> dict:
 def tokens_table(res: dict) -> str:
     """The token benchmark as a Markdown table."""
     lines = [f"Token systems of chapter 06, float64, {res['threads']} threads: the attention sums "
-             "S = sum_j g_ij x_j and Z = sum_j g_ij.", "",
+             "$S_i=\\sum_j g_{ij}x_j$ and $Z_i=\\sum_j g_{ij}$ of every token, and one whole Euler step; "
+             "spread: the largest of the three figures' spreads over their calls.", "",
              "| B, n, d | fused | torch path (stored kernel) | speed-up | pairs per second | "
              "whole Euler step, fused | spread |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
