@@ -189,6 +189,9 @@ def test_batched_cluster_labels_match_scipy_connected_components(d):
         if d > 2:  # on the spheres numbered by their smallest token (on the circle in angular order)
             first = [labels[b].tolist().index(c) for c in range(k)]
             assert first == sorted(first)
+    if d > 2:  # the GPU's path (label propagation), run here on the CPU, gives the same labels
+        adj = torch.arccos((X @ X.transpose(1, 2)).clamp(-1, 1)) <= torch.as_tensor(thr)[:, None, None]
+        assert torch.equal(tk._components_on_device(adj), labels)
 
 
 def test_theorem35_weight_makes_the_engine_a_time_change_of_the_papers_dynamics():

@@ -733,7 +733,9 @@ def _components(adj: torch.Tensor) -> torch.Tensor:
     from scipy.sparse.csgraph import connected_components
 
     B, n, _ = adj.shape
-    b, i, j = adj.cpu().nonzero(as_tuple=True)
+    if adj.device.type != "cpu":  # on a GPU the graph stays there
+        return _components_on_device(adj)
+    b, i, j = adj.nonzero(as_tuple=True)
     graph = coo_matrix((np.ones(len(b), dtype=np.int8), ((b * n + i).numpy(), (b * n + j).numpy())),
                        shape=(B * n, B * n))
     k, comp = connected_components(graph, directed=False)
@@ -744,7 +746,25 @@ def _components(adj: torch.Tensor) -> torch.Tensor:
     lab = (smallest[comp] - (node // n) * n).reshape(B, n)  # the smallest vertex of the component
     roots = lab == idx  # the smallest vertex of each component labels it
     rank = torch.cumsum(roots.long(), 1) - 1
-    return torch.gather(rank, 1, lab).to(adj.device)
+    return torch.gather(rank, 1, lab)
+
+
+def _components_on_device(adj: torch.Tensor) -> torch.Tensor:
+    """:func:`_components` by batched tensor operations, for graphs on a GPU (copying ``B n^2``
+    booleans to the CPU at every snapshot would cost more): every vertex takes the smallest label
+    among its neighbours, then its label's label (pointer jumping), until nothing changes."""
+    B, n, _ = adj.shape
+    idx = torch.arange(n, device=adj.device)
+    lab = idx.expand(B, n).clone()
+    big = torch.full((B, n, n), n, dtype=lab.dtype, device=adj.device)
+    while True:
+        nb = torch.where(adj, lab[:, None, :].expand(B, n, n), big).amin(2)  # smallest label among neighbours
+        new = torch.gather(torch.minimum(lab, nb), 1, torch.minimum(lab, nb))
+        if torch.equal(new, lab):
+            break
+        lab = new
+    roots = lab == idx  # the smallest vertex of each component labels it
+    return torch.gather(torch.cumsum(roots.long(), 1) - 1, 1, lab)
 
 
 def anchored_counts(X: torch.Tensor, threshold) -> np.ndarray:
