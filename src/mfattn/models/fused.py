@@ -24,6 +24,11 @@ forces either path); the torch path stays the CUDA path and this path's oracle
 (``tests/test_fused.py``: equal to 1e-12 relative in float64). Used by every chapter through
 ``HeadModel.logits``, ``evaluate``, ``grad_at`` and ``phi_at``; measured by ``python -m mfattn bench``.
 
+The same module holds the fused pass of chapter 06's token systems (:func:`token_velocity`,
+:func:`token_sums`; :mod:`mfattn.models.tokens` selects it on the CPU): tokens in blocks of
+:data:`BLOCK` lanes, one sweep over the other tokens for the attention sums, then the perceptron's
+drift and the tangent projection, with the same exponential and the same fixed order of sums.
+
 The kernels are compiled on first use for each dtype (float32, float64) and cached on disk
 (numba's ``cache=True``: beside this file, or under ``NUMBA_CACHE_DIR``), so a later process
 loads them instead of compiling; :func:`compile_seconds` reports both.
@@ -295,8 +300,6 @@ if numba is not None:
                             for h in range(H):
                                 gw[m + x * d_k + k, h] += xv * (scale * dK[j, k, h])
                                 gw[2 * m + x * d_k + k, h] += xv * dV[j, k, h]
-
-
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _token_block(XT, b, i0, w, bt, g, acc, C, pw):  # pragma: no cover - compiled
