@@ -1098,12 +1098,15 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
     idx, Xa, sub = torch.arange(B, device=X.device), X, system
     last = {}
 
+    def merged():  # every system's tokens: the running ones' from Xa, the frozen ones' as they stopped
+        return X.index_copy(0, idx, Xa) if len(idx) < B else Xa
+
     def snapshot(k):
         # the clusters, energy and largest speed of the running systems; the velocity is kept for
         # the next step, which starts from the same tokens
         v, Z = _velocity_and_Z(Xa, sub)
-        _, cnt = cluster_labels(Xa, thr[idx.cpu().numpy()])
         rows = idx.cpu().numpy()
+        _, cnt = cluster_labels(Xa, thr[rows])
         for key, val in (("energy", _energy(Xa, sub, Z)), ("counts", cnt), ("speed", v.norm(dim=-1).amax(1))):
             full = last[key].copy() if key in last else np.zeros(B, dtype=val.cpu().numpy().dtype)
             full[rows] = val.cpu().numpy()
@@ -1120,7 +1123,7 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
         Xa = _step(Xa, sub, dt, method, v)
         v = None
         if k in keep_at:
-            X = X.index_copy(0, idx, Xa) if len(idx) < B else Xa
+            X = merged()
             kept[k] = X.clone()
         if k % snapshot_every == 0 or k == max_steps:
             v = snapshot(k)
@@ -1130,7 +1133,7 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
                 stop[done] = k
                 conv |= done
                 if done.any():
-                    X = X.index_copy(0, idx, Xa) if len(idx) < B else Xa
+                    X = merged()
                     active &= ~torch.as_tensor(done, device=X.device)
                     still = active[idx]
                     idx, Xa, v = idx[still], Xa[still], v[still]
@@ -1142,7 +1145,7 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
                 break
     bar.close()
     if len(idx):
-        X = X.index_copy(0, idx, Xa) if len(idx) < B else Xa
+        X = merged()
     return TokenRun(X, np.array(rec["steps"]), np.stack(rec["energy"]), np.stack(rec["counts"]),
                     np.stack(rec["speed"]), stop, conv, kept, thr)
 
