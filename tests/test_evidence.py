@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mfattn.book import KINDS
-from mfattn.evidence import COMPANION, RESULTS, collect, counts, markdown, table
+from mfattn.evidence import BEYOND, COMPANION, RESULTS, collect, counts, markdown, table
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
@@ -48,7 +48,7 @@ def test_counts_are_the_chapters_printed_counts(records):
 
 def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
     page = markdown(records)
-    for name, *_ in RESULTS + COMPANION:
+    for name, *_ in RESULTS + COMPANION + BEYOND:
         # each result's row, with the anchor its verdicts link back to
         from mfattn.book import _slug
 

@@ -41,7 +41,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 LAYOUT = {
     "models": ("particles", "model", "fused", "data", "softmax", "activations", "twolayer", "linear", "tokens",
                "distributed", "tasks"),
-    "flows": ("integrate", "dynamics", "seeds"),
+    "flows": ("integrate", "dynamics", "optimizers", "seeds"),
     "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport"),
     "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "replicate", "checkhtml",
                   "sweep", "plotting", "bench", "roofline", "disk"),

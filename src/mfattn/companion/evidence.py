@@ -17,7 +17,7 @@ from pathlib import Path
 from .render import _ENOTATION, _slug, number_html, verdict_anchor
 from .verdicts import EVIDENCE, KINDS
 
-__all__ = ["RESULTS", "COMPANION", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
+__all__ = ["RESULTS", "COMPANION", "BEYOND", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
            "markdown", "provenance", "status_markdown", "claims_json"]
 
 # (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it
@@ -132,7 +132,20 @@ COMPANION = [
     ("alvarezlopez2026perceptrons clustering", "without a perceptron, small $\\beta$ ends in one cluster"),
 ]
 
-KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION}
+# results this book derives beyond the paper (each chapter that derives one states and numbers it)
+BEYOND = [
+    ("Kinetic limit (8.3)", "heavy ball with momentum $1-\\gamma\\eta$ and learning rate $\\eta^2$ is a damped kinetic "
+     "flow (8.1)-(8.2); its energy balance (8.3) (chapter 08)"),
+    ("Kinetic chaos", "heavy-ball heads follow their kinetic characteristics at $N^{-1/2}$ (chapter 08)"),
+    ("Heavy-ball clock (8.5)", "heavy ball at a fixed momentum $\\mu$ follows the gradient flow at "
+     "$\\tau=k\\alpha/(1-\\mu)$, to $O(\\alpha)$ (chapter 08)"),
+    ("Adam chaos", "Adam's heads against their characteristics: $N^{-1/2}$ for a Lipschitz rule (large "
+     "$\\varepsilon$), sign flips of order $N^{-1/4}$ at a tiny $\\varepsilon$ (8.8) (chapter 08)"),
+    ("Adam crossover (8.7)", "Adam on the risk's own gradient freezes its heads beyond $N^*=x^*/\\varepsilon$ "
+     "(chapter 08)"),
+]
+
+KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION} | {name for name, _ in BEYOND}
 
 
 def _notebooks(root) -> list[Path]:
@@ -161,8 +174,8 @@ def collect(root: Path | str | None = None) -> list[dict]:
     Raises
     ------
     ValueError
-        If a record has a kind not in :data:`mfattn.companion.verdicts.KINDS` or cites a result that is in neither
-        :data:`RESULTS` nor :data:`COMPANION`.
+        If a record has a kind not in :data:`mfattn.companion.verdicts.KINDS` or cites a result that is in none
+        of :data:`RESULTS`, :data:`COMPANION` and :data:`BEYOND`.
 
     Examples
     --------
@@ -269,7 +282,8 @@ def flag(record: dict) -> str:
 
 
 def table(records: list[dict]) -> list[dict]:
-    """One row per result of :data:`RESULTS` and :data:`COMPANION`: its verdicts, or the reason it has none.
+    """One row per result of :data:`RESULTS`, :data:`COMPANION` and :data:`BEYOND`: its verdicts, or the reason
+    it has none.
 
     Parameters
     ----------
@@ -279,18 +293,18 @@ def table(records: list[dict]) -> list[dict]:
     Returns
     -------
     list of dict
-        In the order of :data:`RESULTS`, then :data:`COMPANION`, rows with keys ``result`` (the
+        In the order of :data:`RESULTS`, then :data:`COMPANION` and :data:`BEYOND`, rows with keys ``result`` (the
         name), ``what`` (what it says), ``verdicts`` (the records whose ``ref`` names it),
         ``reason`` (why it has none; empty when it has some) and ``note`` (what the verdicts do and
         do not show, where the result needs it; else empty).
 
     Examples
     --------
-    >>> from mfattn.evidence import COMPANION, RESULTS, table
+    >>> from mfattn.evidence import BEYOND, COMPANION, RESULTS, table
     >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
     ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
     >>> rows = table(rec)
-    >>> len(rows) == len(RESULTS) + len(COMPANION)
+    >>> len(rows) == len(RESULTS) + len(COMPANION) + len(BEYOND)
     True
     >>> row = next(r for r in rows if r["result"] == "Thm 4.1")
     >>> row["what"], [v["claim"] for v in row["verdicts"]], row["reason"]
@@ -299,7 +313,7 @@ def table(records: list[dict]) -> list[dict]:
     ('Lemma 2.1', [], 'no verdict names it yet')
     """
     rows = []
-    for name, what, *why in RESULTS + COMPANION:
+    for name, what, *why in RESULTS + COMPANION + BEYOND:
         vs = [r for r in records if name in r["ref"]]
         rows.append(dict(result=name, what=what, verdicts=vs,
                          reason=(why[0] if why and why[0] else "no verdict names it yet") if not vs else "",

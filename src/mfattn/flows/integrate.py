@@ -15,6 +15,7 @@ name             update (``g = grad Phi`` on the step's samples)                
 ``gd``           the same on the whole dataset (the martingale term vanishes)      eqs. (19), (21)
 ``rk4``          classical Runge-Kutta for ``dW/dt = -2 zeta(t) g(W, t)``          eq. (21)
 ``heavy-ball``   ``b = mu b + 2 zeta g``, ``omega - h b`` (``torch.optim.SGD``)    chapter 08
+``kinetic``      heavy ball with ``mu = 1 - gamma h``, learning rate ``h^2``        chapter 08
 ``adam``         ``torch.optim.Adam``'s rule on ``2 zeta g``, per particle         chapter 08
 ================ ================================================================ ====================
 
@@ -59,6 +60,7 @@ __all__ = [
     "GD",
     "RK4",
     "HeavyBall",
+    "Kinetic",
     "Adam",
     "STEPPERS",
     "register",
@@ -620,7 +622,7 @@ def make_stepper(stepper, **hyper) -> "Stepper":
     >>> make_stepper("heavy-ball", momentum=0.5)
     HeavyBall(momentum=0.5)
     >>> sorted(__import__("mfattn.integrate").integrate.STEPPERS)
-    ['adam', 'gd', 'heavy-ball', 'rk4', 'sgd']
+    ['adam', 'gd', 'heavy-ball', 'kinetic', 'rk4', 'sgd']
     """
     if isinstance(stepper, Stepper):
         if hyper:
@@ -646,7 +648,7 @@ class Stepper:
     --------
     >>> from mfattn.integrate import STEPPERS
     >>> [(n, c.stages, c.full_batch, c.default_batch) for n, c in sorted(STEPPERS.items())]
-    [('adam', 1, False, None), ('gd', 1, True, None), ('heavy-ball', 1, False, None), ('rk4', 4, True, None), ('sgd', 1, False, 1)]
+    [('adam', 1, False, None), ('gd', 1, True, None), ('heavy-ball', 1, False, None), ('kinetic', 1, False, None), ('rk4', 4, True, None), ('sgd', 1, False, 1)]
     """
 
     name: ClassVar[str] = ""
@@ -849,6 +851,57 @@ class HeavyBall(Stepper):
 
 @register
 @dataclass(frozen=True)
+class Kinetic(Stepper):
+    r"""Heavy-ball momentum in the kinetic scaling (chapter 08): with friction :math:`\gamma` and
+    step :math:`h`, each particle carries a velocity :math:`p` and moves by
+
+    .. math:: p \leftarrow (1-\gamma h)\,p - 2h\zeta(t)\nabla\Phi(\omega;\rho),\qquad
+              \omega \leftarrow \omega + h\,p,
+
+    starting at rest. This is :class:`HeavyBall`'s rule (``torch.optim.SGD``) with momentum
+    :math:`\mu = 1-\gamma h` and learning rate :math:`h^2`, its buffer being :math:`b = -p/h`; the
+    clock ``t = k h`` is then the time of the damped second-order flow
+    :math:`\ddot\omega = -\gamma\dot\omega - 2\zeta\nabla\Phi` (chapter 08's (8.1)), of which this is the
+    semi-implicit Euler scheme, first order in :math:`h`. After a step, :math:`p` is exactly
+    ``(omega_new - omega_old) / h``.
+
+    Attributes
+    ----------
+    friction : float, default 2.0
+        :math:`\gamma > 0`; every step must have :math:`\gamma h < 1` (a momentum in ``(0, 1)``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.integrate import Kinetic, as_profile
+    >>> kin, w = Kinetic(friction=2.0), torch.ones(1, 1, dtype=torch.float64)
+    >>> state = kin.init_state(w)
+    >>> for k in range(2):          # grad Phi = 1, 2 zeta = 1: p = -0.1, then 0.8 * (-0.1) - 0.1
+    ...     w = kin.step(w, 0.0, 0.1, as_profile(0.5), lambda s, x: torch.ones_like(x), state)
+    >>> round(float(w), 6), round(float(state["p"]), 6)     # 1 - 0.1 * 0.1 - 0.1 * 0.18
+    (0.972, -0.18)
+    """
+
+    name: ClassVar[str] = "kinetic"
+    friction: float = 2.0
+
+    def __post_init__(self):
+        check_positive(self.friction, "friction")
+
+    def init_state(self, heads):
+        return {"p": torch.zeros_like(heads)}
+
+    def step(self, heads, t, h, zeta, grad, state):
+        if self.friction * h >= 1:
+            raise ValueError(f"step: friction * step must be below 1 (a momentum 1 - friction * step in (0, 1)), "
+                             f"got {self.friction} * {h}")
+        p = state["p"] * (1 - self.friction * h) - (2 * h * zeta(t)) * grad(0, heads)
+        state["p"] = p
+        return heads + h * p
+
+
+@register
+@dataclass(frozen=True)
 class Adam(Stepper):
     r"""Adam on each particle, the rule of ``torch.optim.Adam(lr=h, betas, eps)`` on the gradient
     :math:`g = 2\zeta(t)\nabla\Phi`: first and second moments per coordinate, bias-corrected.
@@ -987,7 +1040,7 @@ def integrate(
     record_every : float
         Time between two recordings.
     stepper : str or Stepper, default ``"sgd"``
-        A name in :data:`STEPPERS` (``sgd``, ``gd``, ``rk4``, ``heavy-ball``, ``adam``) or an instance
+        A name in :data:`STEPPERS` (``sgd``, ``gd``, ``rk4``, ``heavy-ball``, ``kinetic``, ``adam``) or an instance
         (for hyperparameters: ``HeavyBall(momentum=0.5)``).
     zeta : float, profile or callable, default 1.0
         Learning-rate profile :math:`\zeta`, anything :func:`as_profile` accepts.
