@@ -48,6 +48,10 @@ ALLOWED = {
         "a setting of the public code the chapter compares with, not of this engine",
     ("07-two-layer-baseline", "must contain $- $ in its 95%"):
         "the confidence level of an interval, a convention",
+    ("08-optimizers", "come from the fits' 95% intervals"):
+        "the confidence level of an interval, a convention",
+    ("08-optimizers", "within its 95% interval"):
+        "the confidence level of an interval, a convention",
 }
 
 REFERENCE = (r"(?:Theorems?|Thm\.?|Propositions?|Prop\.?|Lemmas?|Corollar(?:y|ies)|Remarks?|Assumptions?"
@@ -112,6 +116,8 @@ def untraceable(src: str) -> list[tuple[str, str]]:
             continue
         if re.search(r"\((?:[\d.]+\)?\s*[–,-]\s*\(?)*$", before) and after.startswith(")"):
             continue  # an equation number: (24), (3.2), (47)–(49)
+        if re.search(r"\\tag\{$", before) and after.startswith("}"):
+            continue  # an equation's own number, \tag{8.3}
         if re.fullmatch(r"(19|20)\d\d", n) or re.search(r"arXiv[: ]*$", before) or re.match(r"\.\d{4,5}", after):
             continue
         if re.search(r"_\{?$", before):
