@@ -60,6 +60,35 @@ def test_text_task_windows_are_corpus_substrings():
     assert T.model.d_v == len(T.vocab) == 29
 
 
+@pytest.mark.parametrize("heldout", [0.1, 0.25])
+def test_text_splits_are_corpus_windows_on_either_side_of_the_boundary(heldout):
+    """Train and held-out windows, read back from the corpus string itself: each window is the text at
+    its offset, the training windows end before the boundary and the held-out ones start after it (no
+    character shared), and the two splits are the same model."""
+    text = _corpus()
+    L, n = 10, 400
+    tr = text_task(n=n, L=L, d_x=4, seed=5, split="train", heldout=heldout)
+    te = text_task(n=n, L=L, d_x=4, seed=5, split="heldout", heldout=heldout)
+    boundary = round(len(text) * (1 - heldout))
+    assert int(tr.starts.max()) + L + 1 <= boundary <= int(te.starts.min())
+    alphabet = "".join(tr.vocab[:-1])
+    code = {c: i for i, c in enumerate(alphabet)}
+    for T in (tr, te):
+        assert T.data.X.shape == (n, L, 4) and T.data.Y.shape == (n, L, 29) and len(T.vocab) == 29
+        for k in range(0, n, 37):
+            window = text[int(T.starts[k]):int(T.starts[k]) + L + 1]
+            ids = [code.get(c, 28) for c in window]
+            assert T.tokens[k].tolist() == ids[:L] and T.data.Y[k].argmax(-1).tolist() == ids[1:]
+        torch.testing.assert_close(T.data.X, T.embedding[T.tokens])
+    assert torch.equal(tr.embedding, te.embedding) and torch.equal(tr.model.W_out, te.model.W_out)
+    # the two splits' offsets are drawn independently, and each covers its own part of the corpus
+    assert int(tr.starts.max()) > boundary / 2 and int(te.starts.max()) > boundary + (len(text) - boundary) / 2
+    with pytest.raises(ValueError, match="^split"):
+        text_task(n=2, split="test")
+    with pytest.raises(ValueError, match="^heldout"):
+        text_task(n=2, split="train", heldout=1.0)
+
+
 def test_make_task_selects_by_name_and_rejects_unknown_names():
     from mfattn.tasks import make_task
 

@@ -54,6 +54,8 @@ class Task:
     vocab : tuple of str or None
         The character of each token id (text task only); the last one stands for every
         character outside the alphabet.
+    starts : Tensor (n,), int64, or None
+        Each window's offset in the corpus (text task only).
 
     Examples
     --------
@@ -82,6 +84,7 @@ class Task:
     #: the empirical risk of this finite dataset)
     bayes_risk: float | None = None
     vocab: tuple[str, ...] | None = None  # text task: the character of each token id
+    starts: torch.Tensor | None = None  # text task: each window's offset in the corpus
 
 
 def _common(seed, dims: dict):
@@ -279,15 +282,24 @@ def text_task(
     d_k: int = 2,
     alphabet: str = "abcdefghijklmnopqrstuvwxyz .",
     seed: int = 0,
+    split: str = "all",
+    heldout: float = 0.1,
     dtype: torch.dtype = torch.float64,
     device="cpu",
 ) -> Task:
     """Character-level next-token prediction on English text shipped with CPython.
 
-    The corpus is ``pydoc_data.topics`` (the help texts of the Python language reference),
-    lower-cased, with whitespace runs collapsed to one space. Characters of ``alphabet`` are
-    tokens; every other character maps to one extra token. ``n`` windows of ``L + 1``
+    The corpus is ``pydoc_data.topics`` (the help texts of the Python language reference, written
+    by the Python developers and distributed with CPython under the Python Software Foundation
+    License), lower-cased, with whitespace runs collapsed to one space. Characters of ``alphabet``
+    are tokens; every other character maps to one extra token. ``n`` windows of ``L + 1``
     characters start at seeded uniform offsets; ``d_v`` is the vocabulary size.
+
+    ``split`` picks where the windows start: anywhere (``"all"``), or on one side of a boundary that
+    leaves the last ``heldout`` fraction of the characters to the held-out windows (``"train"``:
+    every window ends before the boundary; ``"heldout"``: every window starts at or after it), so a
+    training window and a held-out window share no character. The two splits of one ``seed`` share
+    the embedding and ``W_out`` (the same model) and draw their offsets independently.
 
     Parameters
     ----------
@@ -304,6 +316,10 @@ def text_task(
         ``V = len(alphabet) + 1`` tokens.
     seed : int
         Seed of the one generator behind every draw (>= 0).
+    split : str
+        ``"all"``, ``"train"`` or ``"heldout"``.
+    heldout : float
+        The held-out fraction of the corpus, in ``(0, 1)`` (used by the two splits).
     dtype : torch.dtype
         Dtype of the model and data (the draws are made in float64).
     device : str or torch.device
@@ -312,8 +328,8 @@ def text_task(
     Returns
     -------
     Task
-        With one-hot labels ``data.Y (n, L, V)`` and ``vocab`` set. The corpus, hence the
-        windows, depends on the Python version.
+        With one-hot labels ``data.Y (n, L, V)``, ``vocab`` and ``starts`` (each window's offset in
+        the corpus) set. The corpus, hence the windows, depends on the Python version.
 
     Examples
     --------
@@ -323,8 +339,18 @@ def text_task(
     ((4, 6, 4), (4, 6, 29), 29)
     >>> task.vocab[:3], task.model.d_v
     (('a', 'b', 'c'), 29)
+    >>> train = text_task(n=4, L=6, d_x=4, seed=0, split="train")
+    >>> test = text_task(n=4, L=6, d_x=4, seed=0, split="heldout")
+    >>> bool((train.starts + 7 <= test.starts.min()).all())   # no window crosses the boundary
+    True
+    >>> bool((train.model.W_out == test.model.W_out).all())
+    True
     """
     g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k))
+    if split not in ("all", "train", "heldout"):
+        raise ValueError(f"split: expected 'all', 'train' or 'heldout', got {split!r}")
+    if not (isinstance(heldout, (int, float)) and 0 < heldout < 1):
+        raise ValueError(f"heldout: expected a fraction in (0, 1), got {heldout!r}")
     if not isinstance(alphabet, str) or len(set(alphabet)) != len(alphabet) or not alphabet.isascii() or not alphabet:
         raise ValueError("alphabet: expected a non-empty string of distinct ASCII characters")
     vocab = tuple(alphabet) + (_OTHER,)
@@ -337,7 +363,16 @@ def text_task(
     if stream.numel() < L + 2:
         raise ValueError(f"L: longer than the corpus ({stream.numel()} characters)")
     E, W_out = _embedding(V, d_x, V, g)
-    start = torch.randint(stream.numel() - L - 1, (n,), generator=g)
+    if split == "all":
+        start = torch.randint(stream.numel() - L - 1, (n,), generator=g)
+    else:
+        boundary = int(round(stream.numel() * (1 - heldout)))
+        lo, hi = (0, boundary - L - 1) if split == "train" else (boundary, stream.numel() - L - 1)
+        if hi <= lo:
+            raise ValueError(f"L: the {split} part of the corpus ({hi + L + 1 - lo} characters) is shorter than a window")
+        # a stream of its own per split (drawn after the shared embedding), so the offsets are independent
+        gs = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=g)) + (split == "heldout"))
+        start = lo + torch.randint(hi - lo, (n,), generator=gs)
     ids = stream[start[:, None] + torch.arange(L + 1)]
     X = E[ids[:, :L]]
     Y = torch.nn.functional.one_hot(ids[:, 1:], V).to(torch.float64)
@@ -348,6 +383,7 @@ def text_task(
         embedding=_to(E, dtype, device),
         tokens=ids[:, :L].to(device),
         vocab=vocab,
+        starts=start,
     )
 
 
