@@ -26,3 +26,14 @@ def make_problem(dtype=torch.float64, *, n=6, L=5, d_x=3, d_k=2, d_v=4, N=7, see
 def problem(request):
     """The small float64 problem, on the torch head pass (the CUDA path) and on the fused CPU pass."""
     return make_problem(fused=request.param)
+
+
+@pytest.fixture(scope="module")
+def heads_task():
+    """A small teacher task's model and data with six float64 heads: the steppers' oracle tests
+    (tests/test_integrate.py, tests/test_optimizers.py)."""
+    from mfattn.tasks import teacher_task
+
+    task = teacher_task(n=8, L=4, d_x=3, d_k=2, d_v=4, seed=3)
+    h0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    return task.model, task.data, h0

@@ -13,16 +13,8 @@ import torch
 from mfattn.integrate import (GD, STEPPERS, Adam, Decaying, HeavyBall, Run, Stepper, integrate, make_stepper,
                               register)
 from mfattn.linear import linear_regression
-from mfattn.tasks import teacher_task
 
 F64 = torch.float64
-
-
-@pytest.fixture(scope="module")
-def heads_task():
-    task = teacher_task(n=8, L=4, d_x=3, d_k=2, d_v=4, seed=3)
-    h0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(1), dtype=F64)
-    return task.model, task.data, h0
 
 
 def torch_optim_run(model, data, h0, opt_factory, h, K, zeta, batch=None, seed=0):

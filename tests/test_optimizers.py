@@ -29,13 +29,6 @@ from mfattn.tasks import teacher_task
 F64 = torch.float64
 
 
-@pytest.fixture(scope="module")
-def heads_task():
-    task = teacher_task(n=8, L=4, d_x=3, d_k=2, d_v=4, seed=3)
-    h0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(1), dtype=F64)
-    return task.model, task.data, h0
-
-
 def torch_sgd_run(model, data, h0, h, K, zeta, gamma, batch=None, seed=0):
     """torch.optim.SGD(lr=h^2, momentum=1-gamma h) on 2 zeta(t) grad Phi, minibatches drawn as the
     integrator draws them; returns the parameters and the momentum buffer after every step."""

@@ -184,7 +184,7 @@ def _abs_coordinates(grad, name) -> np.ndarray:
         else np.abs(np.asarray(grad, dtype=float)).ravel()
     if g.size == 0 or not np.isfinite(g).all() or not (g > 0).any():
         raise ValueError(f"{name}: expected finite gradient coordinates, not all zero")
-    return g
+    return g[g > 0]  # a zero coordinate never moves: (8.7) averages over the others
 
 
 def adam_speed(grad, x) -> np.ndarray:
@@ -225,7 +225,6 @@ def adam_speed(grad, x) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if not np.isfinite(x).all() or (x < 0).any():
         raise ValueError("x: expected finite values >= 0")
-    g = g[g > 0]
     s = (g[:, None] / (g[:, None] + x.ravel()[None, :])) ** 2
     return np.sqrt(s.mean(0)).reshape(x.shape)
 
@@ -263,7 +262,6 @@ def adam_crossover(grad, level: float = 0.5) -> float:
     if not (isinstance(level, (int, float)) and 0 < level < 1):
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
     g = _abs_coordinates(grad, "grad")
-    g = g[g > 0]
     f = lambda u: float(adam_speed(g, math.exp(u))) - level  # noqa: E731
     lo, hi = math.log(g.min()) - 40, math.log(g.max()) + 40
     return math.exp(brentq(f, lo, hi, xtol=1e-12))
