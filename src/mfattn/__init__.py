@@ -39,10 +39,10 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: The package's layout: each subpackage and its modules (the first three are the science layer).
 LAYOUT = {
-    "models": ("particles", "model", "fused", "data", "softmax", "activations", "twolayer", "linear", "tokens",
+    "models": ("particles", "model", "fused", "data", "softmax", "activations", "twolayer", "linear", "tokens", "baseline",
                "distributed", "tasks"),
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
-    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport"),
+    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling"),
     "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "replicate", "checkhtml",
                   "sweep", "plotting", "bench", "roofline", "disk"),
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -275,3 +276,70 @@ def asymptotic_order(h, err, *, level: float = 0.95) -> OrderFit:
         half = max(half, abs(quad - lin.intercept))
         order = quad
     return OrderFit(order, order - half, order + half, level, x.size)
+
+
+def reference_gap_fit(N, gaps, n_ref: int, *, level: float = 0.95) -> LogLogFit:
+    r"""Fit the rate of a mean gap measured against a finite reference: ``E gap(N) = a (N^p - n_ref^p)``.
+
+    A quantity of ``N`` heads whose mean approaches its large-``N`` limit like ``a N^p`` (``p < 0``),
+    measured against a reference population of ``n_ref`` heads instead of the limit itself, has the
+    mean ``a N^p - a n_ref^p``: the reference's own gap shifts every point by the same amount and a
+    plain log-log fit would steepen the slope. This fits ``a`` and ``p`` by weighted least squares on the
+    means over draws at each ``N`` (weights: their standard errors; chapter 09's risk gap), with a
+    Student-t interval on ``p`` from the fit's covariance, ``n_N - 2`` degrees of freedom.
+
+    Parameters
+    ----------
+    N : array-like of float (n_N,)
+        Distinct numbers of heads, all below ``n_ref``.
+    gaps : array-like of float (n_N, n_draws)
+        The gap of each draw at each ``N`` (at least 2 draws, at least 3 values of ``N``).
+    n_ref : int
+        Size of the reference population.
+    level : float, optional
+        Confidence level of the interval on ``p``; default 0.95.
+
+    Returns
+    -------
+    LogLogFit
+        ``slope`` is ``p`` and ``intercept`` is ``log a`` (so ``predict`` is the limit-relative law
+        ``a N^p``), ``n`` the number of values of ``N``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.fitting import reference_gap_fit
+    >>> N = np.array([16, 64, 256, 1024])
+    >>> gaps = 2.0 * (N[:, None] ** -1.0 - 4096.0 ** -1.0) * np.array([0.99, 1.0, 1.01])
+    >>> fit = reference_gap_fit(N, gaps, 4096)
+    >>> round(float(fit.slope), 6), round(float(np.exp(fit.intercept)), 6)
+    (-1.0, 2.0)
+    """
+    from scipy.optimize import curve_fit
+
+    N = np.asarray(N, dtype=float).ravel()
+    gaps = np.asarray(gaps, dtype=float)
+    if gaps.ndim != 2 or gaps.shape[0] != N.size or gaps.shape[1] < 2:
+        raise ValueError(f"gaps: expected shape ({N.size}, n_draws >= 2), got {gaps.shape}")
+    if N.size < 3 or np.unique(N).size != N.size:
+        raise ValueError("N: need at least 3 distinct values")
+    if not (np.all(np.isfinite(N)) and np.all(N > 0)):
+        raise ValueError("N: values must be positive and finite")
+    if not np.all(np.isfinite(gaps)):
+        raise ValueError("gaps: values must be finite")
+    if not (isinstance(n_ref, (int, np.integer)) and n_ref > N.max()):
+        raise ValueError(f"n_ref: expected an integer above every N, got {n_ref!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level: must lie in (0, 1), got {level}")
+    mean = gaps.mean(1)
+    se = gaps.std(1, ddof=1) / np.sqrt(gaps.shape[1])
+    se = np.maximum(se, 1e-12 * np.abs(mean).max() + 1e-300)  # a noiseless draw set still fits
+
+    def law(n, log_a, p):
+        return np.exp(log_a) * (n**p - float(n_ref) ** p)
+
+    start = loglog_fit(N, np.abs(mean) + 1e-300) if np.all(mean > 0) else None
+    p0 = (float(start.intercept), float(min(start.slope, -0.05))) if start else (0.0, -0.5)
+    (log_a, p), cov = curve_fit(law, N, mean, p0=p0, sigma=se, absolute_sigma=False, maxfev=20000)
+    half = stats.t.ppf(0.5 + level / 2, N.size - 2) * math.sqrt(max(cov[1, 1], 0.0))
+    return LogLogFit(p, log_a, p - half, p + half, level, N.size)

@@ -1041,6 +1041,42 @@ class HeadModel(ParticleModel):
                 out[h, s] = self.forward(X[s], heads[h])[0] @ self.W_out
         return out
 
+    def mean_attention(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor | None = None):
+        r"""The head-averaged attention :math:`\sum_i w_i A_{\omega_i}(X)` of (5)-(6): (B, L, L).
+
+        The attention pattern of the measure (chapter 09's figure of what the heads learn), streamed
+        over head and sample chunks; each row lies on the simplex and is zero above the diagonal.
+
+        Parameters
+        ----------
+        X : Tensor (B, L, d_x), the model's dtype and device
+        heads : Tensor (N, d_omega)
+        weights : Tensor (N,), optional
+            On the simplex; default uniform, ``1/N``.
+
+        Returns
+        -------
+        Tensor (B, L, L)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.tasks import example
+        >>> model, data, heads, w = example()
+        >>> A = model.mean_attention(data.X, heads, w)
+        >>> bool(torch.allclose(A, torch.einsum("i,ibqk->bqk", w, model.forward(data.X, heads)[1][3])))
+        True
+        """
+        X = self.check_X(X)
+        heads, weights = self.check_measure(heads, weights)
+        B, L, _ = X.shape
+        sb, hb = self.chunks(B, heads.shape[0], L)
+        acc = X.new_zeros(B, L, L)
+        for s in blocks(B, sb):
+            for h in blocks(heads.shape[0], hb):
+                acc[s] += torch.einsum("c,cbqk->bqk", weights[h], self._attend(X[s], heads[h])[3])
+        return self.reduce(acc)
+
     def logits(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor | None = None):
         r"""Mean-field logits :math:`z^\rho(X)=\sum_i w_i\psi(X;\omega_i)`, eq. (8): (B, L, d_v).
 

@@ -24,7 +24,7 @@ from .data import Dataset
 from .model import HeadModel
 from .softmax import entropy
 
-__all__ = ["Task", "teacher_task", "markov_task", "text_task", "TASKS", "make_task", "Example", "example"]
+__all__ = ["Task", "teacher_task", "markov_task", "text_task", "text_corpus", "TASKS", "make_task", "Example", "example"]
 
 
 @dataclass(frozen=True)
@@ -274,6 +274,60 @@ def _corpus() -> str:
     return re.sub(r"\s+", " ", text)
 
 
+def _token_stream(alphabet: str, heldout: float):
+    """The corpus as token ids, its vocabulary, and the index where the held-out part begins."""
+    if not (isinstance(heldout, (int, float)) and 0 < heldout < 1):
+        raise ValueError(f"heldout: expected a fraction in (0, 1), got {heldout!r}")
+    if not isinstance(alphabet, str) or len(set(alphabet)) != len(alphabet) or not alphabet.isascii() or not alphabet:
+        raise ValueError("alphabet: expected a non-empty string of distinct ASCII characters")
+    vocab = tuple(alphabet) + (_OTHER,)
+    lut = np.full(256, len(vocab) - 1, dtype=np.int64)
+    for i, c in enumerate(alphabet):
+        lut[ord(c)] = i
+    raw = np.frombuffer(_corpus().encode("ascii", errors="replace"), dtype=np.uint8)
+    return torch.from_numpy(lut[raw]), vocab, int(round(raw.size * (1 - heldout)))
+
+
+def text_corpus(split: str = "all", *, heldout: float = 0.1, alphabet: str = "abcdefghijklmnopqrstuvwxyz ."):
+    """The token stream of :func:`text_task`'s corpus, or of one of its two parts (chapter 09).
+
+    The characters before the boundary ``round(len * (1 - heldout))`` are the training part and the
+    rest the held-out part; :func:`text_task`'s windows of either split lie wholly inside its part.
+
+    Parameters
+    ----------
+    split : str
+        ``"all"``, ``"train"`` or ``"heldout"``.
+    heldout : float
+        The held-out fraction of the corpus, in ``(0, 1)``.
+    alphabet : str
+        The characters that are tokens of their own (as in :func:`text_task`).
+
+    Returns
+    -------
+    ids : Tensor (n_chars,), int64
+        Token ids of the part, in corpus order.
+    vocab : tuple of str
+        The character of each token id; the last one stands for every character outside ``alphabet``.
+
+    Examples
+    --------
+    >>> from mfattn.tasks import text_corpus
+    >>> ids, vocab = text_corpus()
+    >>> train, _ = text_corpus("train")
+    >>> heldout, _ = text_corpus("heldout")
+    >>> train.numel() + heldout.numel() == ids.numel(), len(vocab)
+    (True, 29)
+    >>> round(heldout.numel() / ids.numel(), 3)
+    0.1
+    """
+    stream, vocab, boundary = _token_stream(alphabet, heldout)
+    if split not in ("all", "train", "heldout"):
+        raise ValueError(f"split: expected 'all', 'train' or 'heldout', got {split!r}")
+    part = {"all": stream, "train": stream[:boundary], "heldout": stream[boundary:]}[split]
+    return part, vocab
+
+
 def text_task(
     *,
     n: int = 256,
@@ -347,26 +401,16 @@ def text_task(
     True
     """
     g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k))
+    stream, vocab, boundary = _token_stream(alphabet, heldout)
     if split not in ("all", "train", "heldout"):
         raise ValueError(f"split: expected 'all', 'train' or 'heldout', got {split!r}")
-    if not (isinstance(heldout, (int, float)) and 0 < heldout < 1):
-        raise ValueError(f"heldout: expected a fraction in (0, 1), got {heldout!r}")
-    if not isinstance(alphabet, str) or len(set(alphabet)) != len(alphabet) or not alphabet.isascii() or not alphabet:
-        raise ValueError("alphabet: expected a non-empty string of distinct ASCII characters")
-    vocab = tuple(alphabet) + (_OTHER,)
     V = len(vocab)
-    lut = np.full(256, V - 1, dtype=np.int64)
-    for i, c in enumerate(alphabet):
-        lut[ord(c)] = i
-    raw = np.frombuffer(_corpus().encode("ascii", errors="replace"), dtype=np.uint8)
-    stream = torch.from_numpy(lut[raw])
     if stream.numel() < L + 2:
         raise ValueError(f"L: longer than the corpus ({stream.numel()} characters)")
     E, W_out = _embedding(V, d_x, V, g)
     if split == "all":
         start = torch.randint(stream.numel() - L - 1, (n,), generator=g)
     else:
-        boundary = int(round(stream.numel() * (1 - heldout)))
         lo, hi = (0, boundary - L - 1) if split == "train" else (boundary, stream.numel() - L - 1)
         if hi <= lo:
             raise ValueError(f"L: the {split} part of the corpus ({hi + L + 1 - lo} characters) is shorter than a window")
