@@ -25,7 +25,7 @@ from .._checks import check_positive
 from ..flows.integrate import integrate
 from ..models.model import HeadModel, require_heads
 
-__all__ = ["PARAMETRISATIONS", "parametrised", "coordinate_check"]
+__all__ = ["PARAMETRISATIONS", "parametrised", "coordinate_check", "tail_share"]
 
 #: The two parametrisations of :func:`coordinate_check`.
 PARAMETRISATIONS = ("mean-field", "standard")
@@ -125,3 +125,44 @@ def coordinate_check(model: HeadModel, data, heads0: torch.Tensor, *, step: floa
         "displacement": (path - heads0).norm(dim=-1).pow(2).mean(-1).sqrt().cpu().numpy(),
         "gradient": (move.pow(2).mean(-1).sqrt() / float(step)).cpu().numpy(),
     }
+
+
+def tail_share(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, fraction: float = 0.01) -> float:
+    r"""The share of the heads' feature energy carried by the largest ``fraction`` of them (chapter 09).
+
+    Each head's energy is the mean over ``X``'s positions and tokens of :math:`\psi(X;\omega_i)^2` (7);
+    the result is the sum over the ``ceil(fraction * N)`` most energetic heads over the sum over all.
+    It is ``fraction`` for identical heads and 1 when one head carries everything: a measure
+    supported in a compact set (Assumption 3.2) keeps it near its initial value, a heavy tail of far
+    heads drives it up.
+
+    Parameters
+    ----------
+    model : HeadModel
+    X : Tensor (B, L, d_x)
+    heads : Tensor (N, d_omega)
+    fraction : float, default 0.01
+        In ``(0, 1]``.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.scaling import tail_share
+    >>> from mfattn.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> round(tail_share(model, data.X, heads[:1].repeat(10, 1), fraction=0.2), 12)  # identical heads
+    0.2
+    """
+    require_heads(model, "tail_share")
+    X = model.check_X(X)
+    heads = model.check_heads(heads)
+    if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+        raise ValueError(f"fraction: expected a number in (0, 1], got {fraction!r}")
+    hb = max(1, model.chunks(X.shape[0], heads.shape[0], X.shape[1])[1])
+    energy = torch.cat([model.features(X, heads[i:i + hb]).pow(2).mean((1, 2, 3)) for i in range(0, heads.shape[0], hb)])
+    k = math.ceil(fraction * heads.shape[0])
+    return float(energy.topk(k).values.sum() / energy.sum())
