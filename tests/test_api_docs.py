@@ -9,7 +9,7 @@ import inspect
 
 import pytest
 
-MODULES = ["model", "data", "softmax", "activations", "particles", "integrate", "linear", "seeds", "dynamics", "optimizers", "longtime", "smoothness", "fitting",
+MODULES = ["model", "data", "softmax", "activations", "particles", "integrate", "linear", "seeds", "dynamics", "optimizers", "baseline", "scaling", "longtime", "smoothness", "fitting",
            "transport", "sweep", "static", "stability", "tasks", "tokens", "twolayer", "distributed", "book",
            "evidence", "chapters", "plotting", "fused", "replicate", "verdicts", "render"]
 

@@ -48,6 +48,12 @@ ALLOWED = {
         "a setting of the public code the chapter compares with, not of this engine",
     ("07-two-layer-baseline", "must contain $- $ in its 95%"):
         "the confidence level of an interval, a convention",
+    ("09-real-text", "slope's 95% interval"):
+        "the confidence level of an interval, a convention",
+    ("09-real-text", "fits' 95% intervals"):
+        "the confidence level of an interval, a convention",
+    ("09-real-text", "with its 95% interval"):
+        "the confidence level of an interval, a convention",
     ("08-optimizers", "come from the fits' 95% intervals"):
         "the confidence level of an interval, a convention",
     ("08-optimizers", "within its 95% interval"):

@@ -143,6 +143,12 @@ BEYOND = [
      "$\\varepsilon$), sign flips of order $N^{-1/4}$ at a tiny $\\varepsilon$ (8.8) (chapter 08)"),
     ("Adam crossover (8.7)", "Adam on the risk's own gradient freezes its heads beyond $N^*=x^*/\\varepsilon$ "
      "(chapter 08)"),
+    ("Chaos on text", "heads trained by gradient descent on English text follow their characteristics at $N^{-1/2}$ "
+     "while the trained measure's tail stays light, and so does the head-averaged attention (chapter 09)"),
+    ("Risk gap on text (9.1)", "the mean risk gap to the large-$N$ limit at a fixed horizon falls like $1/N$, the "
+     "weak-error expansion (9.1), on training and on held-out text (chapter 09)"),
+    ("Coordinate check (9.3)", "under the mean-field scaling a head's gradient, its displacement and the logits are "
+     "flat in $N$; under the standard parametrisation (9.2) a head moves like $N^{-1/2}$ (chapter 09)"),
 ]
 
 KNOWN = {name for name, *_ in RESULTS} | {name for name, _ in COMPANION} | {name for name, _ in BEYOND}

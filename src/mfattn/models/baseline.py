@@ -76,7 +76,27 @@ class PractitionerAttention(nn.Module):
                 nn.init.kaiming_uniform_(lin.weight, a=math.sqrt(5), generator=generator)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits (B, L, V) of every position of ``tokens (B, L)`` (int64 ids below ``V``)."""
+        """The logits of every position of a batch of token sequences.
+
+        Parameters
+        ----------
+        tokens : Tensor (B, L), int64
+            Token ids below ``V``.
+
+        Returns
+        -------
+        Tensor (B, L, V)
+            The logits; position ``l`` sees the tokens ``0..l`` only.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.baseline import PractitionerAttention
+        >>> net = PractitionerAttention(4, n_heads=2, head_dim=2, generator=torch.Generator().manual_seed(0))
+        >>> z = net(torch.tensor([[1, 2, 3]]))
+        >>> bool(torch.allclose(net(torch.tensor([[1, 2, 0]]))[:, :2], z[:, :2]))  # causal
+        True
+        """
         if not (isinstance(tokens, torch.Tensor) and tokens.dtype == torch.int64 and tokens.ndim == 2):
             raise ValueError("tokens: expected an int64 tensor of shape (B, L)")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
@@ -93,6 +113,20 @@ def parameter_count(kind: str, *, n_heads: int, head_dim: int, d_x: int = 8, voc
 
     ``"mean-field"``: ``4 d_x d_k N`` (the heads of (7); the embedding and ``W_out`` are fixed);
     ``"practitioner"``: ``2 V E + 4 E^2`` with ``E = N d_k`` (:class:`PractitionerAttention`).
+
+    Parameters
+    ----------
+    kind : str
+        ``"mean-field"`` or ``"practitioner"``.
+    n_heads : int
+    head_dim : int
+    d_x : int, default 8
+        The mean-field model's token dimension.
+    vocab_size : int, default 29
+
+    Returns
+    -------
+    int
 
     Examples
     --------
