@@ -274,8 +274,11 @@ def _corpus() -> str:
     return re.sub(r"\s+", " ", text)
 
 
-def _token_stream(alphabet: str, heldout: float):
-    """The corpus as token ids, its vocabulary, and the index where the held-out part begins."""
+def _token_stream(alphabet: str, heldout: float, split: str):
+    """The corpus as token ids, its vocabulary, and the index where the held-out part begins, after
+    checking the arguments :func:`text_corpus` and :func:`text_task` share."""
+    if split not in ("all", "train", "heldout"):
+        raise ValueError(f"split: expected 'all', 'train' or 'heldout', got {split!r}")
     if not (isinstance(heldout, (int, float)) and 0 < heldout < 1):
         raise ValueError(f"heldout: expected a fraction in (0, 1), got {heldout!r}")
     if not isinstance(alphabet, str) or len(set(alphabet)) != len(alphabet) or not alphabet.isascii() or not alphabet:
@@ -321,9 +324,7 @@ def text_corpus(split: str = "all", *, heldout: float = 0.1, alphabet: str = "ab
     >>> round(heldout.numel() / ids.numel(), 3)
     0.1
     """
-    stream, vocab, boundary = _token_stream(alphabet, heldout)
-    if split not in ("all", "train", "heldout"):
-        raise ValueError(f"split: expected 'all', 'train' or 'heldout', got {split!r}")
+    stream, vocab, boundary = _token_stream(alphabet, heldout, split)
     part = {"all": stream, "train": stream[:boundary], "heldout": stream[boundary:]}[split]
     return part, vocab
 
@@ -401,9 +402,7 @@ def text_task(
     True
     """
     g = _common(seed, dict(n=n, L=L, d_x=d_x, d_k=d_k))
-    stream, vocab, boundary = _token_stream(alphabet, heldout)
-    if split not in ("all", "train", "heldout"):
-        raise ValueError(f"split: expected 'all', 'train' or 'heldout', got {split!r}")
+    stream, vocab, boundary = _token_stream(alphabet, heldout, split)
     V = len(vocab)
     if stream.numel() < L + 2:
         raise ValueError(f"L: longer than the corpus ({stream.numel()} characters)")
