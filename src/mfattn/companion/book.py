@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import torch
 
 from .render import _slug, number_html, print_grid, report, show_config, verdict_anchor, verdict_table_html  # noqa: F401
-from .verdicts import (EVIDENCE, KINDS, RULES, Counterfactual, Verdict, all_passed, check_at_most,  # noqa: F401
-                       check_close, check_fit, check_fit_at_most, check_within, decide, fmt, perturbed, shifted,
-                       summary)
+from .verdicts import (EVIDENCE, FORMS, KINDS, MAX_MARGIN, RULES, Counterfactual, Verdict, all_passed,  # noqa: F401
+                       assess, check_at_most, check_close, check_fit, check_fit_at_most, check_within, competitor,
+                       decide, fmt, perturbed, resolution, shifted, summary)
 
 __all__ = ["pick_device", "resolve_profile", "setup"]
 

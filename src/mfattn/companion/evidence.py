@@ -265,26 +265,30 @@ def flag(record: dict) -> str:
     --------
     >>> from mfattn.evidence import flag
     >>> flag(dict(kind="claim", status="PASS"))
-    'weak: no counterfactual named, counted as a check'
+    'check: no counterfactual named'
     >>> flag(dict(kind="claim", status="PASS", evidence=True))
     'not replicated yet'
     """
     from .replicate import replicated, status
 
-    if record["kind"] == "check":
-        return "check (by construction)"
-    if record["kind"] == "external":
-        return "external: agreement with other authors' code"
-    if record["kind"] in EVIDENCE and not record.get("evidence"):
-        cf = record.get("counterfactual")
-        return ("weak: no counterfactual named, counted as a check" if cf is None
-                else "weak: its counterfactual passes too, counted as a check")
     rep = record.get("replication")
+    cf = record.get("counterfactual")
+    if record["kind"] in ("check", "hypothesis", "external"):
+        head = {"check": "check", "hypothesis": "hypothesis",
+                "external": "external: agreement with other authors' code"}[record["kind"]]
+        return f"{head}; {status(rep)}" if rep is not None else f"{head}, not replicated yet"
+    if not record.get("evidence"):
+        why = ("no counterfactual named" if cf is None else
+               f"its counterfactual could not have happened ({cf['problem']})" if cf.get("problem") else
+               "its counterfactual is not rejected either")
+        return f"check: {why}" + (f"; {status(rep)}" if rep is not None else "")
+    cf = cf or {}
+    form = cf.get("form", "wrong")
+    against = {"competitor": f"; against a competitor ({cf.get('source', '')})",
+               "control": f"; against a measured control ({cf.get('source', '')})"}.get(form, "")
     if rep is None:
-        return "not replicated yet"
-    if record["kind"] in EVIDENCE:
-        return ("replicated evidence; " if replicated(rep) else "") + status(rep)
-    return status(rep)
+        return "not replicated yet" + against
+    return ("replicated evidence; " if replicated(rep) else "") + status(rep) + against
 
 
 def table(records: list[dict]) -> list[dict]:
@@ -372,7 +376,7 @@ def replicated_evidence(records: list[dict]) -> list[dict]:
     Examples
     --------
     >>> from mfattn.evidence import replicated_evidence
-    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim")
+    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim", decisions=[])
     >>> len(replicated_evidence([dict(kind="claim", status="PASS", evidence=True, replication=rep),
     ...                          dict(kind="claim", status="PASS", evidence=True)]))
     1
@@ -400,7 +404,7 @@ def headline(records: list[dict]) -> str:
     Examples
     --------
     >>> from mfattn.evidence import headline
-    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim")
+    >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim", decisions=[])
     >>> print(headline([dict(kind="claim", status="PASS", evidence=True, replication=rep, chapter="02-x"),
     ...                 dict(kind="claim", status="PASS", chapter="02-x")]))
     **1 verdict is replicated evidence**: a claim or derived result that names a counterfactual its
@@ -468,7 +472,7 @@ def markdown(records: list[dict]) -> str:
     >>> print(next(line for line in lines if "Thm 4.1 |" in line))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
     | <span id="r-thm-4-1"></span>Thm 4.1 | $\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14) | <span class="mfattn-tag
     mfattn-pass">PASS</span> claim: error vs N (<a href="../notebooks/02-finite-n.html#v-...">02</a>;
-    *weak: no counterfactual named, counted as a check*) |
+    *check: no counterfactual named*) |
     """
     rep = replicated_evidence(records)
     lines = ["| chapter | evidence | of it replicated | hypotheses | checks | external |", "|---|---|---|---|---|---|"]

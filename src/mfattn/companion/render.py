@@ -141,7 +141,7 @@ def verdict_table_html(verdicts) -> str:
     (True, 1)
     >>> f'id="{verdict_anchor("b")}"' in html
     True
-    >>> ev = check_close("c", 1.0, 1.0, 0.1, kind="derived", counterfactual=(2.0, "twice"))
+    >>> ev = check_close("c", 1.0, 1.0, 0.1, kind="derived", counterfactual=(1.3, "30% more"))
     >>> "derived → check" in verdict_table_html([ev]), "claim → check" in html
     (False, True)
     """
@@ -158,8 +158,9 @@ def verdict_table_html(verdicts) -> str:
         cf = ""
         if v.counterfactual is not None:
             c = v.counterfactual
-            cf = (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} ({_esc(c.why)}): "
-                  f"<strong>{c.status}</strong></small>")
+            label = c.label()
+            cf = (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} ({_esc(c.why)}"
+                  f"{'; ' + _esc(label) if label else ''}): {c.outcome}</small>")
         rows.append(
             f'<tr class="mfattn-{v.status.lower()} mfattn-kind-{v.kind}" id="{verdict_anchor(v.claim)}">'
             f'<td style="{_CELL}"><span class="mfattn-status" style="{style};{_TAG}">{v.status}</span><br>'
@@ -214,17 +215,17 @@ def report(verdicts) -> None:
     Outside IPython the report is printed as plain text:
 
     >>> from mfattn.book import check_at_most, check_close, report
-    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(2.0, "twice the value")),
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.3, "30% more")),
     ...       check_at_most("b", 2.0, 1.0, kind="check")]
     >>> report(vs)
     [PASS] (claim) a
            measured 1.00e+00 | predicted 1.00e+00 | tolerance +-1.00e-01
-           counterfactual 2.00e+00 (twice the value): FAIL
+           counterfactual 1.30e+00 (30% more; margin 3.0 of at most 4): rejected
     [FAIL] (check) b
            measured 2.00e+00 | predicted <= 1.00e+00 | tolerance +0.00e+00
-    verdicts: 2. Evidence (claims and derived results whose counterfactual fails): 1 PASS, 0 FAIL.
-    Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or no counterfactual fails):
-    0 PASS, 1 FAIL.
+    verdicts: 2. Evidence (claims and derived results with a counterfactual that could have happened and
+    is rejected): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or
+    no counterfactual that could have happened and is rejected): 0 PASS, 1 FAIL.
     """
     verdicts = list(verdicts)
     for v in verdicts:

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from .runner import _verdicts as _records  # the verdict records an executed notebook stores (book.report)
 
-__all__ = ["FOLDER", "MIN_REPLICATES", "MIN_RATE", "key", "seeds", "replicate", "aggregate", "load", "status",
-           "replicated"]
+__all__ = ["FOLDER", "FORMAT", "MIN_REPLICATES", "MIN_RATE", "key", "front_matter_hash", "engine", "seeds", "replicate",
+           "aggregate", "rederive", "load", "status", "replicated"]
 
 #: The folder of the replication records in the checkout.
 FOLDER = "replications"
@@ -47,6 +47,10 @@ FOLDER = "replications"
 MIN_REPLICATES = 10
 #: The share of the replicates in which a verdict must come out as committed (see MIN_REPLICATES).
 MIN_RATE = 0.9
+#: The record's format: 2 stores every replicate's decision (:func:`rederive` decides it again), the
+#: engine's commit (:func:`engine`) and the front matter in the key; format-1 records (counts only,
+#: under the counterfactual rules before MAX_MARGIN) are shown, and never counted as replicated evidence.
+FORMAT = 2
 #: The printed fields of a verdict record that the key hashes (the raw numbers beside them change
 #: with the CPU's rounding; these are what nbval compares), after the checkout's nbval sanitiser.
 PRINTED = ("kind", "ref", "claim", "measured", "predicted", "tolerance", "status")
@@ -80,9 +84,10 @@ def _sanitiser(root: Path):
 
 
 def key(src: Path) -> dict:
-    """The hashes a replication record is keyed by: the chapter's code cells and the printed fields
-    (:data:`PRINTED`, and the counterfactual's) of its committed verdict records, as the checkout's
-    nbval sanitiser (``nbval-sanitize.cfg``) leaves them.
+    """The hashes a replication record is keyed by: the chapter's code cells, its front matter's ci
+    values (what every replicate ran with, seed aside), and the printed fields (:data:`PRINTED`, and
+    the counterfactual's) of its committed verdict records, as the checkout's nbval sanitiser
+    (``nbval-sanitize.cfg``) leaves them.
 
     Parameters
     ----------
@@ -92,7 +97,8 @@ def key(src: Path) -> dict:
     Returns
     -------
     dict
-        ``{"source": sha256 hex of the code cells, "verdicts": sha256 hex}``.
+        ``{"source": sha256 hex of the code cells, "front_matter": sha256 hex of the ci values,
+        "verdicts": sha256 hex}``.
 
     Examples
     --------
@@ -101,7 +107,7 @@ def key(src: Path) -> dict:
     >>> from mfattn.replicate import key
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> sorted(key(root / "notebooks" / "07-two-layer-baseline.md"))
-    ['source', 'verdicts']
+    ['front_matter', 'source', 'verdicts']
     """
     from .runner import _code_cells
 
@@ -111,7 +117,91 @@ def key(src: Path) -> dict:
                | {"counterfactual": clean((r.get("counterfactual") or {}).get("predicted"))}
                for r in _records(src.with_suffix(".ipynb"))]
     return {"source": hashlib.sha256(_code_cells(src).encode()).hexdigest(),
+            "front_matter": front_matter_hash(src),
             "verdicts": hashlib.sha256(json.dumps(printed, sort_keys=True).encode()).hexdigest()}
+
+
+def front_matter_hash(src: Path) -> str:
+    """The sha256 of a chapter's front-matter ci values, ``{name: ci value}`` (help texts and the
+    paper profile aside): a replicate runs the ci profile with another seed, so these are its
+    parameters.
+
+    Parameters
+    ----------
+    src : pathlib.Path
+        The chapter's ``.md``.
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
+    """
+    from .chapters import parameter_rows
+
+    try:
+        ci = {r["name"]: r.get("ci") for r in parameter_rows(Path(src))}
+    except ValueError:  # a file with no parameters (a test's stand-in): nothing to key
+        ci = {}
+    return hashlib.sha256(json.dumps(ci, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def engine() -> dict:
+    """The checkout a replication ran on: ``{"commit": git HEAD or "", "dirty": changed paths under
+    src/ and notebooks/}``, stored in the record so that anyone can check out what ran."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "notebooks"], cwd=root,
+                               capture_output=True, text=True, timeout=30).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "", "dirty": []}
+    return {"commit": head, "dirty": sorted(line[3:] for line in dirty)}
+
+
+def _decision(r: dict) -> dict:
+    """What decided one replicate's verdict, as the record stores it: its status, whether it counted
+    as evidence, its decision (see :func:`mfattn.companion.verdicts.decide`) and its counterfactual's."""
+    cf = r.get("counterfactual")
+    keep = ("status", "prediction", "form", "margin", "source", "problem", "shifted_to", "decision")
+    return dict(status=r["status"], evidence=bool(r.get("evidence")), decision=r.get("decision"),
+                counterfactual=None if cf is None else {k: cf[k] for k in keep if k in cf})
+
+
+def rederive(entry: dict) -> tuple[int, int]:
+    """The pass and evidence counts of one verdict's entry, decided again from the decisions the
+    record stores (format 2): the same rule (:func:`mfattn.companion.verdicts.decide`) and the same
+    counterfactual rules (:func:`mfattn.companion.verdicts.assess`) as the chapter. A record whose
+    counts were edited by hand no longer matches (``tests/test_replicate.py``).
+
+    Parameters
+    ----------
+    entry : dict
+        One entry of a record's ``verdicts``, with ``decisions``.
+
+    Returns
+    -------
+    (int, int)
+        Replicates in which it passed, and in which it passed as evidence.
+    """
+    from .verdicts import EVIDENCE, assess, decide
+
+    passed = evidence = 0
+    for d in entry["decisions"]:
+        dec = d["decision"]
+        ok = dec is not None and decide(dec, dec["prediction"])
+        passed += bool(ok)
+        cf = d.get("counterfactual")
+        if not (ok and entry["kind"] in EVIDENCE and cf is not None):
+            continue
+        form = cf.get("form", "wrong")
+        _, problem = assess(dec, {**cf, "form": form, "prediction": cf.get("prediction")})
+        if form == "control" or "decision" in cf:
+            cf_passed = decide(cf["decision"], dec["prediction"])
+        else:
+            cf_passed = decide(dec, cf["prediction"])
+        evidence += not problem and not cf_passed
+    return passed, evidence
 
 
 def seeds(committed: int, k: int) -> list[int]:
@@ -176,13 +266,14 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
     Returns
     -------
     dict
-        ``chapter``, ``key`` (:func:`key`), ``seeds``, ``seconds``, ``failed_seeds`` (seed: error)
-        and ``verdicts``: one entry per committed verdict with ``claim``, ``kind``, ``ref``,
+        ``format`` (:data:`FORMAT`), ``chapter``, ``key`` (:func:`key`), ``engine`` (:func:`engine`),
+        ``seeds``, ``seconds``, ``failed_seeds`` (seed: error) and ``verdicts``: one entry per committed verdict with ``claim``, ``kind``, ``ref``,
         ``committed`` (its committed status), ``n``
         (replicates that produced it, or in which the chapter failed),
         ``passed``, ``evidence`` (passed with its counterfactual failing), ``values`` (measured, one
-        per replicate, in seed order), ``q05``, ``q50``, ``q95`` and ``by_construction`` (the same
-        value in every replicate and in the committed run: no random draw).
+        per replicate, in seed order), ``q05``, ``q50``, ``q95``, ``by_construction`` (the same
+        value in every replicate and in the committed run: no random draw) and ``decisions`` (each
+        replicate's status, evidence, decision and counterfactual, in seed order; see :func:`rederive`).
 
     Examples
     --------
@@ -214,9 +305,10 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
             evidence=sum(r["status"] == "PASS" and bool(r.get("evidence")) for r in got),
             values=[v if math.isfinite(v) else str(v) for v in vals],
             q05=q(0.05), q50=q(0.5), q95=q(0.95),
-            by_construction=bool(got) and all(v == cval for v in vals) and math.isfinite(cval)))
-    return dict(chapter=Path(src).stem, key=key(src), seeds=sorted(runs), seconds=round(seconds, 1),
-                failed_seeds={str(s): e for s, e in failed.items()}, verdicts=out)
+            by_construction=bool(got) and all(v == cval for v in vals) and math.isfinite(cval),
+            decisions=[_decision(r) for r in got]))
+    return dict(format=FORMAT, chapter=Path(src).stem, key=key(src), engine=engine(), seeds=sorted(runs),
+                seconds=round(seconds, 1), failed_seeds={str(s): e for s, e in failed.items()}, verdicts=out)
 
 
 def status(entry: dict) -> str:
@@ -233,20 +325,25 @@ def status(entry: dict) -> str:
         ``"the same value in every replicate"`` for a verdict whose value no draw changed (with, for
         a claim or derived result, how often its counterfactual was rejected), or
         the committed status's rate (``"PASS in P of N replicates"``, and for a claim or derived
-        result how often its counterfactual was rejected beside it) with the 90 % range of the
-        measured value; marked ``fragile`` when it did not replicate (:func:`replicated`).
+        result how often its counterfactual was rejected beside it) with the median and the range of
+        the replicates' measured values; a committed FAIL that passes in the replicates says both;
+        marked ``fragile`` when the committed outcome did not replicate (:func:`replicated`).
 
     Examples
     --------
     >>> from mfattn.replicate import status
     >>> e = dict(n=10, passed=10, evidence=10, q05=-0.58, q50=-0.5, q95=-0.43, by_construction=False,
     ...          kind="claim", committed="PASS")
+    >>> e = dict(n=10, passed=10, evidence=10, q05=-0.58, q50=-0.5, q95=-0.43, by_construction=False,
+    ...          kind="claim", committed="PASS", values=[-0.58, -0.5, -0.43], decisions=[])
     >>> status(e)
-    'PASS in 10 of 10 replicates, counterfactual rejected in 10; measured -0.5, 90 % in [-0.58, -0.43]'
-    >>> status(dict(e, evidence=6))
-    'fragile: PASS in 10 of 10 replicates, counterfactual rejected in 6; measured -0.5, 90 % in [-0.58, -0.43]'
-    >>> status(dict(e, kind="hypothesis", committed="FAIL", passed=0))
-    'FAIL in 10 of 10 replicates; measured -0.5, 90 % in [-0.58, -0.43]'
+    'PASS in 10 of 10 replicates, counterfactual rejected in 10; median -0.5, range of the 3 replicates [-0.58, -0.43]'
+    >>> status(dict(e, evidence=6))[:60]
+    'fragile: PASS in 10 of 10 replicates, counterfactual rejecte'
+    >>> status(dict(e, kind="hypothesis", committed="FAIL", passed=0))[:30]
+    'FAIL in 10 of 10 replicates; m'
+    >>> status(dict(e, committed="FAIL"))[:80]
+    'fragile: FAIL in this run; PASS in 10 of 10 replicates (the committed run is aty'
     """
     n, p = entry["n"], entry["passed"]
     if entry["by_construction"]:
@@ -256,11 +353,21 @@ def status(entry: dict) -> str:
         return text if replicated(entry) else f"fragile: {text}"
     same = p if entry.get("committed", "PASS") == "PASS" else n - p
     text = f"{entry.get('committed', 'PASS')} in {same} of {n} replicates"
-    if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
+    if entry.get("committed", "PASS") == "FAIL" and p >= MIN_RATE * n and n >= MIN_REPLICATES:
+        # both outcomes, plainly: the committed run failed, the replicates pass
+        text = f"FAIL in this run; PASS in {p} of {n} replicates (the committed run is atypical)"
+    if entry["kind"] in ("claim", "derived") and (entry.get("committed", "PASS") == "PASS" or p >= MIN_RATE * n):
         text += f", counterfactual rejected in {entry['evidence']}"
+        if "decisions" not in entry:
+            text += " (counted before the counterfactual rules of MAX_MARGIN; to be replicated again)"
     if math.isfinite(entry["q50"]):
-        text += f"; measured {entry['q50']:.3g}, 90 % in [{entry['q05']:.3g}, {entry['q95']:.3g}]"
+        text += (f"; median {entry['q50']:.3g}, range of the {len(entry.get('values', [])) or n} replicates "
+                 f"[{min(_finite(entry)):.3g}, {max(_finite(entry)):.3g}]" if _finite(entry) else "")
     return text if replicated(entry) else f"fragile: {text}"
+
+
+def _finite(entry: dict) -> list[float]:
+    return [v for v in (_float(x) for x in entry.get("values", [])) if math.isfinite(v)]
 
 
 def replicated(entry: dict) -> bool:
@@ -281,8 +388,11 @@ def replicated(entry: dict) -> bool:
     Examples
     --------
     >>> from mfattn.replicate import replicated
-    >>> replicated(dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="PASS"))
+    >>> replicated(dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="PASS",
+    ...                 decisions=[]))
     True
+    >>> replicated(dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="PASS"))
+    False
     >>> replicated(dict(n=10, passed=9, evidence=8, by_construction=False, kind="claim", committed="PASS"))
     False
     >>> replicated(dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL"))
@@ -290,6 +400,9 @@ def replicated(entry: dict) -> bool:
     """
     if entry["by_construction"] and entry["kind"] not in ("claim", "derived"):
         return True  # a check whose value no draw changes
+    if (entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS"
+            and "decisions" not in entry):
+        return False  # a format-1 record: counted under the counterfactual rules before MAX_MARGIN
     n, p = entry["n"], entry["passed"]
     if entry.get("committed", "PASS") == "FAIL":
         same = n - p
@@ -365,7 +478,8 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
     return seed, _records(nb), secs
 
 
-def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, quiet: bool = False) -> Path:
+def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, quiet: bool = False,
+              force: bool = False) -> Path:
     """Re-run the chapter ``src`` under ``k`` seeds (:func:`seeds`) and write its replication record.
 
     Parameters
@@ -381,11 +495,14 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
         sooner than 1, since a chapter rarely keeps both cores busy).
     quiet : bool
         No line per finished replicate.
+    force : bool
+        Replace a committed record of the same key that holds more seeds (otherwise the new record goes
+        to ``runs/CHAPTER/replicate/``).
 
     Returns
     -------
     pathlib.Path
-        ``replications/CHAPTER.json``.
+        ``replications/CHAPTER.json``, or where the record went instead.
 
     Examples
     --------
@@ -408,7 +525,17 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
             runs[seed], secs = recs, secs + s  # recs: the records, or the error of a failed run
     record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed (resumed ones as recorded)
     path = Path(root, FOLDER, f"{src.stem}.json")
-    path.parent.mkdir(exist_ok=True)
+    if path.exists() and not force:
+        old = json.loads(path.read_text())
+        if old.get("key") == record["key"] and len(old.get("seeds", [])) > len(record["seeds"]):
+            # nothing a command writes may silently lower what the book shows: a smaller replication of
+            # the same chapter goes beside the committed record, not over it
+            path = root / "runs" / src.stem / "replicate" / f"{src.stem}.json"
+            if not quiet:
+                print(f"mfattn replicate: {FOLDER}/{src.stem}.json holds {len(old['seeds'])} seeds of the same "
+                      f"chapter; this {len(record['seeds'])}-seed record goes to {path} (--force replaces it)",
+                      file=sys.stderr)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     if not quiet:
         n_rep = sum(replicated(e) for e in record["verdicts"])
@@ -422,7 +549,10 @@ def main(args) -> int:
     from .chapters import find_chapter, repo_root
 
     root = repo_root()
-    replicate(root, find_chapter(root, args.chapter), args.seeds, jobs=args.jobs, quiet=args.quiet)
+    if args.seeds < 1:
+        raise SystemExit(f"mfattn replicate: --seeds must be a positive integer, got {args.seeds}")
+    replicate(root, find_chapter(root, args.chapter), args.seeds, jobs=args.jobs, quiet=args.quiet,
+              force=args.force)
     return 0
 
 
@@ -433,3 +563,5 @@ def add_arguments(p) -> None:
     p.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)),
                    help="replicates run at once (default: 2 where there are 2 cores)")
     p.add_argument("--quiet", action="store_true", help="no line per finished replicate")
+    p.add_argument("--force", action="store_true",
+                   help="replace a committed record of the same chapter that holds more seeds")

@@ -421,6 +421,12 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         config = check_values(src, values)
     except ValueError as e:
         raise UserError(str(e)) from None
+    from .verdicts import constant_counterfactuals
+
+    typed = constant_counterfactuals(_code_cells(src))
+    if typed:
+        raise UserError(f"{src.stem}: a measured control must be a value the run computed, not a constant: "
+                        f"{typed[0]} (name a theory's number with competitor(..., source=))")
     device = _resolve_device(config.get("device", "cpu"))
     committed = (src.parent / f"{src.stem}.ipynb").resolve()
     if inplace:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["EVIDENCE", "KINDS", "RULES", "Counterfactual", "Verdict", "all_passed", "check_at_most", "check_close",
-           "check_fit", "check_fit_at_most", "check_within", "decide", "fmt", "perturbed", "shifted", "summary"]
+__all__ = ["EVIDENCE", "FORMS", "KINDS", "MAX_MARGIN", "RULES", "Counterfactual", "Verdict", "all_passed", "assess",
+           "check_at_most", "check_close", "check_fit", "check_fit_at_most", "check_within", "competitor", "decide",
+           "constant_counterfactuals", "fmt", "perturbed", "resolution", "shifted", "summary"]
 
 def fmt(x: float, sig: int = 3, floor: float = 0.0) -> str:
     """``x`` printed to the precision a run determines, the same on every machine.
@@ -138,10 +139,33 @@ def decide(decision: dict, prediction) -> bool:
     raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
 
 
-def perturbed(measured, why: str, *, interval=None, sig: int = 3, floor: float = 0.0) -> dict:
-    """A counterfactual that changes the model, not the prediction: the same measurement taken where
-    the theory's hypothesis is broken (a perturbed model, the wrong time variable, the hypothesis's
-    quantity removed) must fail the verdict's own prediction and tolerance.
+#: A wrong prediction is a counterfactual that could have happened when it lies within MAX_MARGIN
+#: resolutions of the verdict's own prediction. A resolution is what the decision rule resolves: the
+#: half-width of a fitted rate's interval (``fit``), the distance from the rate to the lower end of
+#: its interval (``fit_at_most``), the tolerance (``close``, ``at_most``), the half-width of the
+#: measurement's interval (``within``). A 95% interval's half-width is about two standard errors, so
+#: four half-widths are about eight: a prediction farther away than that is one no run of this
+#: measurement could have confused with the verdict's own, and rejecting it shows nothing the PASS
+#: did not. Farther counterfactuals are allowed only as a named competitor (:func:`competitor`) or a
+#: measured control (:func:`perturbed` with its ``source``), and are labelled so.
+MAX_MARGIN = 4.0
+
+#: The forms a counterfactual takes, as the verdict tables and the evidence map label them.
+FORMS = {
+    "wrong": "a wrong prediction within MAX_MARGIN resolutions of the verdict's own (its margin recorded)",
+    "competitor": "the value of a named competing theory or computation, at any distance (its source recorded)",
+    "control": "the same measurement taken in a perturbed setting by the same run (its source recorded)",
+}
+
+
+def perturbed(measured, why: str, *, source: str = "", interval=None, sig: int = 3, floor: float = 0.0) -> dict:
+    """A measured control: the same measurement taken where the theory's hypothesis is broken (a
+    perturbed model, the wrong time variable, the hypothesis's quantity removed), which must fail the
+    verdict's own prediction and tolerance.
+
+    The value must be one the run computed, never a number typed in: ``source`` names the run and
+    the quantity (``tests/test_counterfactuals.py`` refuses a chapter whose ``perturbed`` value is a
+    constant expression). A control without a source is shown, and not counted as evidence.
 
     Parameters
     ----------
@@ -150,6 +174,8 @@ def perturbed(measured, why: str, *, interval=None, sig: int = 3, floor: float =
         :func:`check_fit` and :func:`check_fit_at_most`.
     why : str
         What was perturbed.
+    source : str
+        Which run of the chapter computed ``measured``, and which quantity it is (its provenance).
     interval : tuple of float or None
         For :func:`check_within` with an interval: the perturbed measurement's interval.
     sig, floor : int, float
@@ -165,18 +191,60 @@ def perturbed(measured, why: str, *, interval=None, sig: int = 3, floor: float =
     --------
     >>> from mfattn.book import check_at_most, perturbed
     >>> v = check_at_most("gap at equal rescaled time / tolerance", 0.3, 1.0, kind="claim",
-    ...                   counterfactual=perturbed(40.0, "compared at equal physical time"))
+    ...                   counterfactual=perturbed(40.0, "compared at equal physical time",
+    ...                                            source="the same two runs, read at equal t"))
     >>> v.counterfactual.status, v.counterfactual.predicted, v.evidence
     ('FAIL', 'measured 4.00e+01', True)
+    >>> check_at_most("gap", 0.3, 1.0, kind="claim", counterfactual=perturbed(40.0, "no source")).evidence
+    False
     """
-    return {"perturbed": measured, "why": why, "interval": interval, "sig": sig, "floor": floor}
+    if not isinstance(source, str):
+        raise ValueError(f"source: expected the run and quantity as text, got {source!r}")
+    return {"perturbed": measured, "why": why, "interval": interval, "sig": sig, "floor": floor,
+            "form": "control", "source": source}
+
+
+def competitor(prediction, why: str, *, source: str) -> dict:
+    """A named competitor: the value a competing theory or computation gives, which the measurement
+    must reject. Unlike a wrong prediction (``(prediction, why)``) it may lie any distance from the
+    verdict's own prediction; its margin is recorded and the verdict is labelled as resting on a
+    competitor, so a reader can judge how close it came.
+
+    Parameters
+    ----------
+    prediction : float or tuple of float
+        The competitor's prediction, in the form of the verdict's own (see :func:`decide`).
+    why : str
+        Which theory it is.
+    source : str
+        Where its value comes from: the formula or the computation of the run that gives it
+        (required, non-empty).
+
+    Returns
+    -------
+    dict
+        The counterfactual, to pass as ``counterfactual=`` to a ``check_*`` function.
+
+    Examples
+    --------
+    >>> from mfattn.book import check_at_most, competitor
+    >>> v = check_at_most("largest eigenvalue", 0.4999, 0.5, 1e-3, kind="claim",
+    ...                   counterfactual=competitor(0.25, "the logistic constant", source="sigma' <= 1/4"))
+    >>> v.evidence, v.counterfactual.form, round(v.counterfactual.margin)
+    (True, 'competitor', 250)
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError("source: a competitor names the theory or computation its value comes from")
+    return {"competitor": prediction, "why": why, "form": "competitor", "source": source}
 
 
 def shifted(fit, rate: float, why: str) -> dict:
     """The counterfactual of a one-sided test of a fitted rate (:func:`check_fit_at_most`): the same
     measurement, with the same interval, had the true rate been ``rate`` (the interval moved to it).
     It must fail: the interval must be narrow enough to lie wholly above the bound were the rate
-    ``rate``, or the test could not have failed, and it is a check.
+    ``rate``, or the test could not have failed, and it is a check. It is a wrong prediction: its
+    margin is ``|rate - bound|`` over the distance from the fitted rate to the interval's lower end,
+    and must be at most :data:`MAX_MARGIN`.
 
     Parameters
     ----------
@@ -190,7 +258,7 @@ def shifted(fit, rate: float, why: str) -> dict:
     Returns
     -------
     dict
-        A :func:`perturbed` counterfactual.
+        The counterfactual, to pass as ``counterfactual=`` to :func:`check_fit_at_most`.
 
     Examples
     --------
@@ -198,11 +266,14 @@ def shifted(fit, rate: float, why: str) -> dict:
     >>> from mfattn.fitting import LogLogFit
     >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
     >>> v = check_fit_at_most("decay", fit, -0.5, kind="claim", counterfactual=shifted(fit, -0.25, "N^-1/4"))
-    >>> v.counterfactual.status, v.evidence
-    ('FAIL', True)
+    >>> v.counterfactual.status, v.evidence, round(v.counterfactual.margin, 2)
+    ('FAIL', True, 3.13)
     >>> wide = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.9, slope_hi=-0.14, level=0.95, n=8)
     >>> check_fit_at_most("decay", wide, -0.5, kind="claim", counterfactual=shifted(wide, -0.25, "N^-1/4")).evidence
     False
+    >>> far = check_fit_at_most("decay", fit, -0.5, kind="claim", counterfactual=shifted(fit, 3.0, "N^3"))
+    >>> far.evidence, far.counterfactual.problem.startswith("43.8 half-widths")
+    (False, True)
     """
     value, lo, hi = _rate(fit)
     d = rate - value
@@ -210,7 +281,8 @@ def shifted(fit, rate: float, why: str) -> dict:
         moved = fit._replace(slope=value + d, slope_lo=lo + d, slope_hi=hi + d)
     else:
         moved = fit._replace(order=value + d, order_lo=lo + d, order_hi=hi + d)
-    return perturbed(moved, f"{why} (the same interval about {rate:+.3f})")
+    return {"perturbed": moved, "why": f"{why} (the same interval about {rate:+.3f})", "interval": None, "sig": 3,
+            "floor": 0.0, "form": "wrong", "shifted_to": float(rate)}
 
 
 def _perturb(decision: dict, cf: dict) -> dict:
@@ -225,6 +297,164 @@ def _perturb(decision: dict, cf: dict) -> dict:
     else:
         d.update(value=float(m))
     return d
+
+
+#: Names a constant expression may use: a value built from these and literals alone is a number
+#: typed in, not one the run computed (:func:`constant_counterfactuals`).
+_CONSTANT_NAMES = {"math", "np", "numpy", "torch", "float", "int", "abs", "min", "max", "pow", "round", "sqrt", "log",
+                   "exp", "pi", "e", "inf", "nan"}
+
+
+def constant_counterfactuals(code: str) -> list[str]:
+    """The calls of :func:`perturbed` in ``code`` whose value is a constant expression (literals, and
+    ``math``/``numpy`` functions of them): a number no run measured, which a measured control may
+    never be (a theory's number is a :func:`competitor`, labelled so). ``python -m mfattn run`` refuses such a chapter, and
+    ``tests/test_counterfactuals.py`` checks every chapter.
+
+    Parameters
+    ----------
+    code : str
+        Python source, e.g. a chapter's code cells joined.
+
+    Returns
+    -------
+    list of str
+        The offending calls, as source text (empty when there are none).
+
+    Examples
+    --------
+    >>> from mfattn.companion.verdicts import constant_counterfactuals
+    >>> constant_counterfactuals("v = check(c, counterfactual=perturbed(math.sqrt(8), 'sqrt growth', source='x'))")
+    ["perturbed(math.sqrt(8), 'sqrt growth', source='x')"]
+    >>> constant_counterfactuals("v = check(c, counterfactual=perturbed(ratio_at_32, 'why', source='run B'))")
+    []
+    """
+    import ast
+
+    tree = ast.parse(code)
+    aliases = {"perturbed"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                               for a in n.names if a.name == "perturbed" and a.asname}
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name not in aliases:  # a competitor's value is a theory's number by design; its source says which
+            continue
+        nodes = list(ast.walk(node.args[0]))
+        names = {n.id for n in nodes if isinstance(n, ast.Name)}
+        numbers = [n for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, (int, float))
+                   and not isinstance(n.value, bool)]
+        if numbers and names <= _CONSTANT_NAMES and not any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                                                            for n in nodes):
+            out.append(ast.get_source_segment(code, node) or ast.dump(node))
+    return out
+
+
+_UNIT = {"fit": "half-widths of its interval", "fit_at_most": "half-widths of its interval",
+         "close": "tolerances", "at_most": "tolerances", "within": "half-widths of its interval"}
+
+
+def resolution(decision: dict) -> float:
+    """What a decision resolves, the unit of a counterfactual's margin (see :data:`MAX_MARGIN`): the
+    half-width of a fitted rate's interval, the distance from a rate to its interval's lower end for a
+    one-sided test, the tolerance of ``close`` and ``at_most``, the half-width of a ``within``
+    measurement's interval (0 for a point value).
+
+    Parameters
+    ----------
+    decision : dict
+        A verdict's decision (see :func:`decide`).
+
+    Returns
+    -------
+    float
+        The resolution, ``>= 0`` (``nan`` when the decision's numbers are not finite).
+
+    Examples
+    --------
+    >>> from mfattn.book import resolution
+    >>> resolution({"rule": "fit", "lo": -0.6, "hi": -0.4}), resolution({"rule": "close", "tol": 0.1})
+    (0.09999999999999998, 0.1)
+    """
+    g = lambda k: float(decision[k])  # noqa: E731 (stored decisions hold non-finite numbers as strings)
+    rule = decision.get("rule")
+    if rule == "fit":
+        return (g("hi") - g("lo")) / 2
+    if rule == "fit_at_most":
+        return g("value") - g("lo")
+    if rule in ("close", "at_most"):
+        return abs(g("tol"))
+    if rule == "within":
+        return (g("b") - g("a")) / 2
+    raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
+
+
+def assess(decision: dict, cf: dict) -> tuple[float | None, str]:
+    """Whether a counterfactual could have happened: its margin and, where it cannot count, why.
+
+    The one place the rules of :data:`FORMS` are applied, to a verdict being built and to a stored
+    record alike (``tests/test_counterfactuals.py`` re-assesses every committed verdict).
+
+    - **wrong** (a prediction, or :func:`shifted`): its margin, the distance from the verdict's own
+      prediction in resolutions (:func:`resolution`), must be at most :data:`MAX_MARGIN`. A range
+      that does not meet the prediction's range (the complement of a one-sided prediction, say)
+      fails whenever the verdict passes and is refused with ``ValueError`` where a verdict is built.
+    - **competitor**: any margin (recorded), with a source.
+    - **control** (:func:`perturbed`): a source is required; no margin (the prediction is the
+      verdict's own).
+
+    Parameters
+    ----------
+    decision : dict
+        The verdict's decision, with its ``prediction`` (as :func:`decide` stores it).
+    cf : dict
+        ``form`` (one of :data:`FORMS`), ``prediction`` (wrong, competitor), ``shifted_to`` (a
+        :func:`shifted` one), ``source``.
+
+    Returns
+    -------
+    (float or None, str)
+        The margin (``None`` for a control or a range), and the problem (``""`` when it can count).
+
+    Examples
+    --------
+    >>> from mfattn.book import assess
+    >>> d = {"rule": "fit", "lo": -0.6, "hi": -0.4, "prediction": -0.5}
+    >>> assess(d, {"form": "wrong", "prediction": -0.25})
+    (2.5000000000000004, '')
+    >>> assess(d, {"form": "wrong", "prediction": 0.5})[1]
+    '10.0 half-widths of its interval from the prediction, beyond 4: name a competitor() or a measured control'
+    >>> assess({"rule": "within", "value": -2.0, "a": -2.5, "b": -1.5, "prediction": ["-inf", -1.0],
+    ...         "lo_open": False, "hi_open": False}, {"form": "wrong", "prediction": [-1.0, "inf"]})[1]
+    "a range that does not meet the prediction's: it fails whenever the verdict passes"
+    """
+    form = cf.get("form", "wrong")
+    if form not in FORMS:
+        raise ValueError(f"counterfactual: form {form!r} is not one of {sorted(FORMS)}")
+    if form == "control":
+        return None, ("" if str(cf.get("source") or "").strip() else
+                      "a perturbed measurement without its source (perturbed(..., source=) names the run and "
+                      "quantity)")
+    p = decision["prediction"]
+    q = cf["shifted_to"] if "shifted_to" in cf else cf["prediction"]
+    if isinstance(p, (list, tuple)):  # a range: a counterfactual range must meet it
+        (lo, hi), (qlo, qhi) = (tuple(float(x) for x in p), tuple(float(x) for x in q))
+        if qhi < lo or hi < qlo or (qhi == lo and (decision.get("lo_open") or qlo < qhi)) or \
+                (qlo == hi and (decision.get("hi_open") or qlo < qhi)):
+            return None, "a range that does not meet the prediction's: it fails whenever the verdict passes"
+        return 0.0, ""
+    res = resolution(decision)
+    dist = abs(float(q) - float(p))
+    margin = dist / res if res > 0 else (0.0 if dist == 0 else math.inf)
+    if form == "competitor":
+        return margin, ("" if str(cf.get("source") or "").strip() else "a competitor without its source")
+    if margin > MAX_MARGIN:
+        far = f"{margin:.1f}" if math.isfinite(margin) else "infinitely many"
+        unit = _UNIT[decision["rule"]] if res > 0 else f"{_UNIT[decision['rule']]} (it resolves none)"
+        return margin, (f"{far} {unit} from the prediction, beyond {MAX_MARGIN:g}: name a competitor() or a "
+                        f"measured control")
+    return margin, ""
 
 
 @dataclass(frozen=True)
@@ -246,6 +476,16 @@ class Counterfactual:
     passed : bool
         Whether the verdict's decision rule accepts it (then the measurement cannot tell the theory
         from the wrong one).
+    form : str
+        One of :data:`FORMS`: ``"wrong"``, ``"competitor"`` or ``"control"``.
+    margin : float or None
+        Its distance from the verdict's prediction in resolutions (:func:`resolution`); ``None`` for
+        a control or a range.
+    source : str
+        Where a competitor's or a control's value comes from.
+    problem : str
+        Why it could not have happened (:func:`assess`), ``""`` when it can count; a verdict whose
+        counterfactual has a problem is not evidence.
 
     Examples
     --------
@@ -262,10 +502,31 @@ class Counterfactual:
     why: str
     passed: bool
     decision: dict | None = None  # the perturbed measurement's numbers (perturbed), else None
+    form: str = "wrong"
+    margin: float | None = None
+    source: str = ""
+    problem: str = ""
+    shifted_to: float | None = None  # the rate a shifted() counterfactual moved the fit to
 
     @property
     def status(self) -> str:
         return "PASS" if self.passed else "FAIL"
+
+    @property
+    def outcome(self) -> str:
+        """``"rejected"`` when the measurement rejects it (what evidence needs), else ``"not rejected"``."""
+        return "not rejected" if self.passed else "rejected"
+
+    def label(self) -> str:
+        """Its form in a few words: ``"2.3 half-widths of its interval from the prediction"``, ``"competitor:
+        SOURCE"``, ``"measured control: SOURCE"``."""
+        if self.form == "control":
+            return f"measured control: {self.source}" if self.source else "measured control, no source"
+        if self.form == "competitor":
+            far = "" if self.margin is None else (f", {self.margin:.1f} resolutions away" if math.isfinite(self.margin)
+                                                  else ", where the measurement resolves nothing")
+            return f"competitor: {self.source}{far}"
+        return "" if self.margin is None else f"margin {self.margin:.1f} of at most {MAX_MARGIN:g}"
 
 
 @dataclass(frozen=True)
@@ -340,7 +601,7 @@ class Verdict:
         """Whether the verdict counts as evidence about the paper: a claim or derived result that
         names a counterfactual, where the measurement does not accept both the prediction and the
         counterfactual. A claim without one, or whose counterfactual passes beside it, is a check."""
-        return (self.kind in EVIDENCE and self.counterfactual is not None
+        return (self.kind in EVIDENCE and self.counterfactual is not None and not self.counterfactual.problem
                 and not (self.passed and self.counterfactual.passed))
 
     @property
@@ -353,13 +614,19 @@ class Verdict:
 
     def _kind_text(self) -> str:
         if self.kind in EVIDENCE and not self.evidence:
-            why = "no counterfactual named" if self.counterfactual is None else "its counterfactual passes too"
+            c = self.counterfactual
+            why = ("no counterfactual named" if c is None else
+                   f"its counterfactual could not have happened ({c.problem})" if c.problem else
+                   "its counterfactual is not rejected either")
             return f"{self.kind}, counted as a check: {why}"
         return self.kind
 
     def _cf_text(self) -> str:
         c = self.counterfactual
-        return "" if c is None else f"counterfactual {c.predicted} ({c.why}): {c.status}"
+        if c is None:
+            return ""
+        label = c.label()
+        return f"counterfactual {c.predicted} ({c.why}{'; ' + label if label else ''}): {c.outcome}"
 
     def line(self) -> str:
         """The verdict as two lines of plain text, as :func:`~mfattn.companion.render.report` prints it outside a notebook.
@@ -379,11 +646,11 @@ class Verdict:
         [PASS] (claim, counted as a check: no counterfactual named; Thm 4.1) slope of the error
                measured -5.10e-01 | predicted -0.500 | tolerance +-0.05
         >>> v = check_close("slope of the error", -0.51, -0.5, 0.05, kind="claim", ref="Thm 4.1",
-        ...                 counterfactual=(-0.25, "an N^-1/4 rate"))
+        ...                 counterfactual=(-0.35, "an N^-0.35 rate"))
         >>> print(v.line())
         [PASS] (claim; Thm 4.1) slope of the error
                measured -5.10e-01 | predicted -5.00e-01 | tolerance +-5.00e-02
-               counterfactual -2.50e-01 (an N^-1/4 rate): FAIL
+               counterfactual -3.50e-01 (an N^-0.35 rate; margin 3.0 of at most 4): rejected
         """
         refs = f"; {', '.join(self.ref)}" if self.ref else ""
         cf = f"\n       {self._cf_text()}" if self.counterfactual is not None else ""
@@ -418,6 +685,8 @@ class Verdict:
             rec.update(evidence=self.evidence, value=_num(self.measured), decision=dict(self.decision),
                        counterfactual=None if c is None else dict(
                            prediction=_num(c.prediction), predicted=c.predicted, why=c.why, status=c.status,
+                           form=c.form, margin=None if c.margin is None else _num(c.margin), source=c.source,
+                           problem=c.problem, **({} if c.shifted_to is None else {"shifted_to": c.shifted_to}),
                            **({} if c.decision is None else {"decision": dict(c.decision)})))
         return rec
 
@@ -442,12 +711,26 @@ def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, 
         d = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
              for k, v in _perturb(decision, counterfactual).items()}
         shown = fmt(d["value"], counterfactual.get("sig", 3), counterfactual.get("floor", 0.0))
-        cf = Counterfactual(prediction, f"measured {shown}", counterfactual["why"], bool(decide(d, prediction)), d)
+        form = counterfactual.get("form", "control")
+        margin, problem = assess(decision, {**counterfactual, "form": form})
+        cf = Counterfactual(prediction, f"measured {shown}", counterfactual["why"], bool(decide(d, prediction)), d,
+                            form, margin, counterfactual.get("source", ""), problem, counterfactual.get("shifted_to"))
+    elif isinstance(counterfactual, dict) and "competitor" in counterfactual:
+        p = counterfactual["competitor"]
+        margin, problem = assess(decision, {"form": "competitor", "prediction": _num(p),
+                                            "source": counterfactual["source"]})
+        cf = Counterfactual(p, show(p), counterfactual["why"], bool(decide(decision, p)), None, "competitor", margin,
+                            counterfactual["source"], problem)
     elif counterfactual is not None:
         if not (isinstance(counterfactual, tuple) and len(counterfactual) == 2 and isinstance(counterfactual[1], str)):
-            raise ValueError(f"counterfactual: expected (prediction, why) or perturbed(...), got {counterfactual!r}")
+            raise ValueError(f"counterfactual: expected (prediction, why), competitor(...) or perturbed(...), "
+                             f"got {counterfactual!r}")
         p, why = counterfactual
-        cf = Counterfactual(p, show(p), why, bool(decide(decision, p)))
+        margin, problem = assess(decision, {"form": "wrong", "prediction": _num(p)})
+        if problem.startswith("a range that does not meet"):
+            raise ValueError(f"counterfactual: {show(p)} ({why}) is {problem}; a counterfactual must be able to "
+                             f"pass beside the prediction (see mfattn.companion.verdicts.assess)")
+        cf = Counterfactual(p, show(p), why, bool(decide(decision, p)), None, "wrong", margin, "", problem)
     return Verdict(claim, measured, predicted, tolerance, bool(decide(decision, prediction)), kind or "", ref, sig,
                    floor, decision, cf)
 
@@ -721,12 +1004,12 @@ def summary(verdicts) -> str:
     Examples
     --------
     >>> from mfattn.book import check_at_most, check_close, summary
-    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(2.0, "twice the value")),
+    >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.3, "30% more")),
     ...       check_at_most("b", 2.0, 1.0, kind="check"), check_close("c", 1.0, 1.0, 0.1, kind="claim")]
     >>> print(summary(vs))
-    verdicts: 3. Evidence (claims and derived results whose counterfactual fails): 1 PASS, 0 FAIL.
-    Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or no counterfactual fails):
-    1 PASS, 1 FAIL.
+    verdicts: 3. Evidence (claims and derived results with a counterfactual that could have happened and
+    is rejected): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or
+    no counterfactual that could have happened and is rejected): 1 PASS, 1 FAIL.
     """
     verdicts = list(verdicts)
 
@@ -737,9 +1020,10 @@ def summary(verdicts) -> str:
 
     external = (f" External (agreement with other authors' code): {count('external')}."
                 if any(v.kind == "external" for v in verdicts) else "")
-    return (f"verdicts: {len(verdicts)}. Evidence (claims and derived results whose counterfactual fails): "
-            f"{count('evidence')}. Hypotheses (PASS: it holds): {count('hypothesis')}. Checks (by construction, "
-            f"or no counterfactual fails): {count('check')}.{external}")
+    return (f"verdicts: {len(verdicts)}. Evidence (claims and derived results with a counterfactual that could "
+            f"have happened and is rejected): {count('evidence')}. Hypotheses (PASS: it holds): "
+            f"{count('hypothesis')}. Checks (by construction, or no counterfactual that could have happened and is "
+            f"rejected): {count('check')}.{external}")
 
 
 def all_passed(verdicts) -> bool:
