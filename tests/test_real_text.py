@@ -261,3 +261,22 @@ def test_tail_share_is_the_top_heads_share_of_the_feature_energy(small_text):
     assert tail_share(model, data.X, heads, fraction=1.0) == pytest.approx(1.0, rel=1e-12)
     with pytest.raises(ValueError, match="^fraction"):
         tail_share(model, data.X, heads, fraction=0.0)
+
+
+def test_the_corpus_is_the_shipped_one_and_a_damaged_copy_is_named(tmp_path, monkeypatch):
+    import gzip
+    import hashlib
+    import json
+
+    from mfattn.models import tasks
+
+    # the hash was taken from CPython 3.11.7's own pydoc_data.topics, the text the book was executed on
+    text = tasks._corpus()
+    pages = json.loads(gzip.decompress(tasks.CORPUS_FILE.read_bytes()))
+    assert len(text) == 433254 and hashlib.sha256(text.encode()).hexdigest() == tasks.CORPUS_SHA256
+    pages[sorted(pages)[0]] += " one more sentence."
+    bad = tmp_path / "pydoc_topics.json.gz"
+    bad.write_bytes(gzip.compress(json.dumps(pages).encode()))
+    monkeypatch.setattr(tasks, "CORPUS_FILE", bad)
+    with pytest.raises(RuntimeError, match="pydoc_topics.json.gz is damaged"):
+        tasks._corpus()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -267,11 +268,25 @@ def markov_task(
 _OTHER = "\u00a4"  # the token standing for every character outside the alphabet
 
 
-def _corpus() -> str:
-    from pydoc_data.topics import topics
+#: The corpus as the book was executed on it, shipped with the package (``models/corpus/``): the help
+#: pages of ``pydoc_data.topics`` from CPython 3.11.7, so that chapter 09 reads the same text under
+#: any Python. Its sha256 (of the preprocessed text) is checked on every read.
+CORPUS_FILE = Path(__file__).with_name("corpus") / "pydoc_topics.json.gz"
+CORPUS_SHA256 = "5388d2870b0fe0895922050a9166d25a6d89a22691e2510d2d0032d93ef9f775"
 
-    text = " ".join(topics[k] for k in sorted(topics)).lower()
-    return re.sub(r"\s+", " ", text)
+
+def _corpus() -> str:
+    import gzip
+    import hashlib
+    import json
+
+    topics = json.loads(gzip.decompress(CORPUS_FILE.read_bytes()).decode("utf-8"))
+    text = re.sub(r"\s+", " ", " ".join(topics[k] for k in sorted(topics)).lower())
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if digest != CORPUS_SHA256:
+        raise RuntimeError(f"{CORPUS_FILE} is damaged: its text hashes to {digest}, not {CORPUS_SHA256}; restore it "
+                           "from the repository (git checkout -- src/mfattn/models/corpus)")
+    return text
 
 
 def _token_stream(alphabet: str, heldout: float, split: str):
@@ -344,9 +359,10 @@ def text_task(
 ) -> Task:
     """Character-level next-token prediction on English text shipped with CPython.
 
-    The corpus is ``pydoc_data.topics`` (the help texts of the Python language reference, written
-    by the Python developers and distributed with CPython under the Python Software Foundation
-    License), lower-cased, with whitespace runs collapsed to one space. Characters of ``alphabet``
+    The corpus is ``pydoc_data.topics`` of CPython 3.11.7 (the help texts of the Python language
+    reference, written by the Python developers and distributed with CPython under the Python
+    Software Foundation License), shipped with the package and checked by its hash
+    (:data:`CORPUS_SHA256`) so that it is the same under any Python; lower-cased, with whitespace runs collapsed to one space. Characters of ``alphabet``
     are tokens; every other character maps to one extra token. ``n`` windows of ``L + 1``
     characters start at seeded uniform offsets; ``d_v`` is the vocabulary size.
 
