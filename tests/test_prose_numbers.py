@@ -175,3 +175,33 @@ The measured slope is 0.49, over 64 heads, within $10^{-6}$.
 """
     flagged = [n for n, _ in untraceable(src)]
     assert flagged == ["0.49", "64", "10^-6"]
+
+
+# Replication counts are never written into a chapter's prose: the record (replications/CHAPTER.json)
+# is made after the chapter is executed and changes with every replication, so a count in a sentence
+# would go stale unseen. The evidence map and the verdict rows show them; the prose may say how a
+# verdict replicated in words that carry no count ("in most replicates", "in every replicate").
+_NUM = r"(?:one|two|three|four|five|six|seven|eight|nine|\d+)"
+REPLICATION_COUNT = re.compile(
+    rf"\b{_NUM}\s+(?:of\s+)?(?:the\s+)?(?:ten|10)\b(?!\s+other\s+seeds)"
+    rf"|\b(?:{_NUM}|ten)\s+(?:of\s+the\s+)?(?:other\s+)?replicates?\b"
+    rf"|\ball\s+but\s+{_NUM}\b|\breplicates?\s+of\s+ten\b|\b{_NUM}\s+(?:claims?|results?|verdicts?)\s+replicate\b",
+    re.I)
+
+
+def replication_counts(src: str) -> list[str]:
+    """The replication counts written in a chapter's prose (see REPLICATION_COUNT)."""
+    return [m.group() for m in REPLICATION_COUNT.finditer(re.sub(r"\s+", " ", prose(src)))]
+
+
+def test_a_replication_count_in_prose_is_found():
+    planted = "It passes, as evidence, in eight replicates of ten; the PL test in three of the ten, all but one."
+    assert replication_counts(planted) == ["eight replicates", "three of the ten", "all but one"]
+    assert replication_counts("Rerun under ten other seeds, it passes in most replicates and in every one.") == []
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_no_replication_count_in_prose(md):
+    assert replication_counts(md.read_text()) == [], (
+        f"{md.name}: a replication count in the prose goes stale with the next replication; say it without "
+        "the count and let the evidence map show the rates")
