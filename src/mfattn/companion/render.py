@@ -220,7 +220,7 @@ def report(verdicts) -> None:
     >>> report(vs)
     [PASS] (claim) a
            measured 1.00e+00 | predicted 1.00e+00 | tolerance +-1.00e-01
-           counterfactual 1.30e+00 (30% more; margin 3.0 of at most 4): rejected
+           counterfactual 1.30e+00 (30% more; 3.0 tolerances from the prediction, at most 4): rejected
     [FAIL] (check) b
            measured 2.00e+00 | predicted <= 1.00e+00 | tolerance +0.00e+00
     verdicts: 2. Evidence (claims and derived results with a counterfactual that could have happened and

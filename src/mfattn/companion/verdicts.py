@@ -507,6 +507,7 @@ class Counterfactual:
     source: str = ""
     problem: str = ""
     shifted_to: float | None = None  # the rate a shifted() counterfactual moved the fit to
+    unit: str = "resolutions"  # what the margin counts: half-widths of an interval, or tolerances
 
     @property
     def status(self) -> str:
@@ -523,10 +524,12 @@ class Counterfactual:
         if self.form == "control":
             return f"measured control: {self.source}" if self.source else "measured control, no source"
         if self.form == "competitor":
-            far = "" if self.margin is None else (f", {self.margin:.1f} resolutions away" if math.isfinite(self.margin)
+            far = "" if self.margin is None else (f", {self.margin:.1f} {self.unit} away" if math.isfinite(self.margin)
                                                   else ", where the measurement resolves nothing")
             return f"competitor: {self.source}{far}"
-        return "" if self.margin is None else f"margin {self.margin:.1f} of at most {MAX_MARGIN:g}"
+        if self.margin is None:
+            return ""
+        return f"{self.margin:.1f} {self.unit} from the prediction, at most {MAX_MARGIN:g}"
 
 
 @dataclass(frozen=True)
@@ -650,7 +653,7 @@ class Verdict:
         >>> print(v.line())
         [PASS] (claim; Thm 4.1) slope of the error
                measured -5.10e-01 | predicted -5.00e-01 | tolerance +-5.00e-02
-               counterfactual -3.50e-01 (an N^-0.35 rate; margin 3.0 of at most 4): rejected
+               counterfactual -3.50e-01 (an N^-0.35 rate; 3.0 tolerances from the prediction, at most 4): rejected
         """
         refs = f"; {', '.join(self.ref)}" if self.ref else ""
         cf = f"\n       {self._cf_text()}" if self.counterfactual is not None else ""
@@ -714,13 +717,14 @@ def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, 
         form = counterfactual.get("form", "control")
         margin, problem = assess(decision, {**counterfactual, "form": form})
         cf = Counterfactual(prediction, f"measured {shown}", counterfactual["why"], bool(decide(d, prediction)), d,
-                            form, margin, counterfactual.get("source", ""), problem, counterfactual.get("shifted_to"))
+                            form, margin, counterfactual.get("source", ""), problem, counterfactual.get("shifted_to"),
+                            _UNIT[decision["rule"]])
     elif isinstance(counterfactual, dict) and "competitor" in counterfactual:
         p = counterfactual["competitor"]
         margin, problem = assess(decision, {"form": "competitor", "prediction": _num(p),
                                             "source": counterfactual["source"]})
         cf = Counterfactual(p, show(p), counterfactual["why"], bool(decide(decision, p)), None, "competitor", margin,
-                            counterfactual["source"], problem)
+                            counterfactual["source"], problem, None, _UNIT[decision["rule"]])
     elif counterfactual is not None:
         if not (isinstance(counterfactual, tuple) and len(counterfactual) == 2 and isinstance(counterfactual[1], str)):
             raise ValueError(f"counterfactual: expected (prediction, why), competitor(...) or perturbed(...), "
@@ -730,7 +734,8 @@ def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, 
         if problem.startswith("a range that does not meet"):
             raise ValueError(f"counterfactual: {show(p)} ({why}) is {problem}; a counterfactual must be able to "
                              f"pass beside the prediction (see mfattn.companion.verdicts.assess)")
-        cf = Counterfactual(p, show(p), why, bool(decide(decision, p)), None, "wrong", margin, "", problem)
+        cf = Counterfactual(p, show(p), why, bool(decide(decision, p)), None, "wrong", margin, "", problem, None,
+                            _UNIT[decision["rule"]])
     return Verdict(claim, measured, predicted, tolerance, bool(decide(decision, prediction)), kind or "", ref, sig,
                    floor, decision, cf)
 
