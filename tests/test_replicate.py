@@ -290,3 +290,32 @@ def test_a_killed_replicate_is_not_recorded_as_a_failed_seed(tmp_path, monkeypat
     seed, error, _ = rp._run_one(tmp_path, src, 4, True)
     assert seed == 4 and "failed in cell" in error
     assert "error" in json.loads((tmp_path / "runs" / "01-toy" / "replicate" / "seed-4" / "done.json").read_text())
+
+
+@pytest.mark.parametrize("args", [("--seeds", "0"), ("--seeds", "-1"), ("--jobs", "0")])
+def test_a_bad_count_is_a_usage_error(args):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "mfattn", "replicate", "07", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and args[0] in r.stderr, r.stderr
+
+
+def test_a_smaller_replication_never_replaces_the_committed_record(tmp_path, monkeypatch):
+    """Nothing a command writes may silently lower what the book shows: a record of the same key with
+    fewer seeds goes to runs/, not over replications/CHAPTER.json (unless forced)."""
+    src = tmp_path / "notebooks" / "01-x.md"
+    src.parent.mkdir()
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"metadata": {"mfattn": {"verdicts": [_rec("s", -0.5, "PASS")]}}}]}]}
+    src.with_suffix(".ipynb").write_text(json.dumps(nb))
+    src.write_text((ROOT / "notebooks" / "07-two-layer-baseline.md").read_text())
+    monkeypatch.setattr(rp, "seeds", lambda committed, k: list(range(1, k + 1)))
+    monkeypatch.setattr(rp, "_run_one", lambda root, s, seed, quiet: (seed, [_rec("s", -0.5, "PASS")], 1.0))
+    committed = rp.replicate(tmp_path, src, 3, quiet=True)
+    assert committed == tmp_path / rp.FOLDER / "01-x.json" and len(json.loads(committed.read_text())["seeds"]) == 3
+    smaller = rp.replicate(tmp_path, src, 2, quiet=True)
+    assert smaller != committed and len(json.loads(committed.read_text())["seeds"]) == 3
+    assert len(json.loads(smaller.read_text())["seeds"]) == 2
+    assert rp.replicate(tmp_path, src, 2, quiet=True, force=True) == committed
+    assert len(json.loads(committed.read_text())["seeds"]) == 2

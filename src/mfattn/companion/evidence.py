@@ -181,7 +181,7 @@ BEYOND = [
      "$\\tau=k\\alpha/(1-\\mu)$, to $O(\\alpha)$ (chapter 08)"),
     ("Adam chaos", "Adam's heads against their characteristics: $N^{-1/2}$ for a Lipschitz rule (large "
      "$\\varepsilon$), sign flips of order $N^{-1/4}$ at a tiny $\\varepsilon$ (8.8) (chapter 08)"),
-    ("Adam crossover (8.7)", "Adam on the risk's own gradient freezes its heads beyond $N^*=x^*/\\varepsilon$ "
+    ("Adam crossover (8.7)", "Adam on the risk's own gradient freezes its heads beyond $N^{*}=x^{*}/\\varepsilon$ "
      "(chapter 08)"),
     ("Chaos on text", "heads trained by gradient descent on English text follow their characteristics at $N^{-1/2}$ "
      "over a short horizon; over a longer one the trained measure's tail grows heavy and the rate flattens "
@@ -322,7 +322,8 @@ def flag(record: dict) -> str:
         why = ("no counterfactual named" if cf is None else
                f"its counterfactual could not have happened ({cf['problem']})" if cf.get("problem") else
                "its counterfactual is not rejected either")
-        return f"check: {why}" + (f"; {status(rep)}" if rep is not None else "")
+        # counted as a check, so replicated as a check: its outcome, not its counterfactual
+        return f"check: {why}" + (f"; {status(dict(rep, kind='check'))}" if rep is not None else "")
     cf = cf or {}
     form = cf.get("form", "wrong")
     against = {"competitor": f"; against a competitor ({cf.get('source', '')})",
@@ -461,7 +462,8 @@ def headline(records: list[dict]) -> str:
     from .replicate import replicated
 
     c = Counter(group(r) for r in records)
-    same = Counter(group(r) for r in records if r.get("replication") and replicated(r["replication"]))
+    same = Counter(group(r) for r in records if r.get("replication") and replicated(
+        r["replication"] if group(r) == "evidence" else dict(r["replication"], kind=group(r))))
     one = len(rep) == 1
     return (f"**{len(rep)} verdict{'' if one else 's'} {'is' if one else 'are'} replicated evidence**: "
             f"{'a claim or derived result that names' if one else 'claims and derived results that name'} a "

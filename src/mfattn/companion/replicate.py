@@ -549,8 +549,12 @@ def main(args) -> int:
     from .chapters import find_chapter, repo_root
 
     root = repo_root()
+    from .chapters import UserError
+
     if args.seeds < 1:
-        raise SystemExit(f"mfattn replicate: --seeds must be a positive integer, got {args.seeds}")
+        raise UserError(f"replicate --seeds {args.seeds}: must be a positive integer")
+    if args.jobs < 1:
+        raise UserError(f"replicate --jobs {args.jobs}: must be a positive integer")
     replicate(root, find_chapter(root, args.chapter), args.seeds, jobs=args.jobs, quiet=args.quiet,
               force=args.force)
     return 0
