@@ -33,9 +33,10 @@ def test_counts_are_the_chapters_printed_counts(records):
         nb = json.loads((ROOT / "notebooks" / f"{ch}.ipynb").read_text())
         text = "".join("".join(o.get("data", {}).get("text/plain", "")) for cell in nb["cells"]
                        for o in cell.get("outputs", []) if "mfattn" in o.get("metadata", {}))
-        m = re.search(r"Evidence \(claims and derived results whose counterfactual fails\): (\d+) PASS, (\d+) FAIL\."
-                      r"\s+Hypotheses \(PASS: it holds\): (\d+) PASS, (\d+) FAIL\.\s+Checks \(by construction,\s+"
-                      r"or no counterfactual fails\):\s+(\d+) PASS, (\d+) FAIL\.(?:\s+External \(agreement with other "
+        m = re.search(r"Evidence \(claims and derived results with a counterfactual that could\s+have happened and "
+                      r"is\s+rejected\): (\d+) PASS, (\d+) FAIL\.\s+Hypotheses \(PASS: it holds\): (\d+) PASS, "
+                      r"(\d+) FAIL\.\s+Checks \(by construction,\s+or no counterfactual that could have happened and "
+                      r"is\s+rejected\):\s+(\d+) PASS, (\d+) FAIL\.(?:\s+External \(agreement with other "
                       r"authors' code\): (\d+) PASS, (\d+) FAIL)?", text)
         assert m, ch
         ev_p, ev_f, hy_p, hy_f, ck_p, ck_f, ex_p, ex_f = (int(x or 0) for x in m.groups())

@@ -136,8 +136,12 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
             parts.append(f"{name}: {n_pass} PASS, {n_fail} FAIL")
     n_rep = len(replicated_evidence(mine))
     replicated = any("replication" in r for r in mine)
+    old = any("replication" in r and "decisions" not in r["replication"] for r in mine)
     rep = (f"{n_rep} of the evidence verdicts replicate in at least 9 of 10 other seeds"
            if replicated else "this chapter's replication is not recorded")
+    if old:  # a format-1 record: counts only, under the rules before counterfactuals had to be able to happen
+        rep += (" (its replication record predates the rule that a counterfactual must be able to happen, so "
+                "none of it counts until the chapter is replicated again)")
     kinds = " ({ref}`the kinds <evidence>`)" if links else ""
     where = " When, where and with what it ran is on the {ref}`status` page." if links else ""
     return (":::{admonition} This chapter at a glance\n:class: tip\n"
