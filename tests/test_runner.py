@@ -302,7 +302,10 @@ def test_run_ends_with_a_summary_and_exits_3_when_a_claim_fails(toy):
 
 
 def test_usage_errors_exit_2_and_say_so_in_one_line(toy):
-    for args in (["run", "99"], ["params", "99"], ["new", "Bad_Name"], ["run", "01", "-p", "n_points", "0"]):
+    (toy / "a-file").write_text("")
+    for args in (["run", "99"], ["params", "99"], ["new", "Bad_Name"], ["run", "01", "-p", "n_points", "0"],
+                 ["run", "01", "--timeout", "-1"], ["run", "01", "--timeout", "0"], ["run", "01", "--out", "a-file"],
+                 ["run", "01", "--out", "a-file/below"], ["compare", "notebooks/01-toy.md"]):
         res = cli(toy, *args)
         assert res.returncode == 2, (args, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("mfattn: "), res.stderr

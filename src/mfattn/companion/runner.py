@@ -417,6 +417,10 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
 
     if inplace and values:
         raise UserError("--inplace writes the committed ci-profile notebook; it takes no -p/--profile")
+    if timeout is not None and not timeout > 0:
+        raise UserError(f"--timeout {timeout}: must be a positive number of seconds")
+    if out and Path(out).exists() and not Path(out).is_dir():
+        raise UserError(f"--out {out}: is a file, not a folder")
     try:
         config = check_values(src, values)
     except ValueError as e:
@@ -438,7 +442,13 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     target = out_dir / f"{src.stem}.ipynb"
     if target.resolve() == committed and not inplace:
         raise UserError(f"{target} is the committed notebook; use --inplace to replace it")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".mfattn-write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"{out_dir}: cannot write the executed notebook there ({e.strerror or e})") from None
 
     params = dict(values)
     if cache and not inplace:
@@ -768,6 +778,8 @@ def compare(run, root: Path | None = None) -> int:
         path = found[0]
     if not path.is_file():
         raise UserError(f"{path}: no such notebook or run folder")
+    if path.suffix != ".ipynb":
+        raise UserError(f"{path}: not an executed notebook (.ipynb); compare takes a run's notebook or its folder")
     committed = root / "notebooks" / path.name
     if not committed.is_file():
         raise UserError(f"{path.name}: no committed notebook of that name under {root / 'notebooks'}")
