@@ -190,6 +190,16 @@ def _chapter_head(app, docname, source):
     found = app.env.found_docs
     text = glance(Path(docname).name, _records(app), links="book/evidence" in found and "book/status" in found)
     cells.insert(first + 1, {"cell_type": "markdown", "id": "mfattn-at-a-glance", "metadata": {}, "source": text})
+    # under the verdict table, how each verdict replicated (the record is made after the run, so the
+    # page adds it at build time rather than the notebook)
+    from mfattn.evidence import replication_table
+
+    last = max((i for i, cl in enumerate(cells) for o in cl.get("outputs", [])
+                if o.get("metadata", {}).get("mfattn", {}).get("verdicts") is not None), default=None)
+    table = replication_table(Path(docname).name, _records(app)) if last is not None else ""
+    if table:
+        cells.insert(last + 1, {"cell_type": "markdown", "id": "mfattn-replication", "metadata": {},
+                                "source": table})
     for cl in cells:
         for out in cl.get("outputs", []):
             for mime in _MD_MIMES:

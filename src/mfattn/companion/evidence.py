@@ -18,6 +18,7 @@ from .render import _ENOTATION, _slug, number_html, verdict_anchor
 from .verdicts import EVIDENCE, KINDS
 
 __all__ = ["RESULTS", "COMPANION", "BEYOND", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
+           "replication_table",
            "markdown", "provenance", "status_markdown", "claims_json"]
 
 # (name as verdicts cite it, what it says in a few words, why it has no verdict when none names it
@@ -427,6 +428,50 @@ def replicated_evidence(records: list[dict]) -> list[dict]:
 
     return [r for r in records if r.get("evidence") and r["status"] == "PASS" and r.get("replication")
             and replicated(r["replication"])]
+
+
+def replication_table(chapter: str, records: list[dict]) -> str:
+    """The table a chapter page shows under its verdicts: for each verdict, this run's status, what it
+    counts as, and how it replicated under other seeds (:func:`flag`), so that a row that passed
+    once but replicates rarely, or failed once but passes in the replicates, reads as what it is.
+
+    Parameters
+    ----------
+    chapter : str
+        The chapter's stem.
+    records : list of dict
+        Verdict records as :func:`collect` returns them.
+
+    Returns
+    -------
+    str
+        A MyST Markdown section, or ``""`` when the chapter has no verdicts.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import replication_table
+    >>> rep = dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="FAIL",
+    ...            q05=-0.6, q50=-0.5, q95=-0.4, values=[-0.6, -0.5, -0.4], decisions=[])
+    >>> rec = dict(chapter="02-x", kind="claim", claim="slope of the error", status="FAIL", evidence=True,
+    ...            replication=rep, counterfactual={"form": "wrong"})
+    >>> print(replication_table("02-x", [rec]).splitlines()[-1])  # doctest: +ELLIPSIS
+    | [slope of the error](#v-...) | FAIL | evidence | fragile: FAIL in this run; PASS in 9 of 10 replicates (...
+    """
+    mine = [r for r in records if r["chapter"] == chapter]
+    if not mine:
+        return ""
+    lines = ["## How each verdict replicated", "",
+             "Each verdict of the table above, rerun under ten other seeds (`python -m mfattn replicate "
+             f"{chapter[:2]}`): what this run gives, what the verdict counts as, and how it came out in the "
+             "replicates, with the median and the range of their measured values. The words are defined on "
+             "the evidence map.", "",
+             "| verdict | this run | counted as | replicates |", "|---|---|---|---|"]
+    for r in mine:
+        claim = r["claim"] if len(r["claim"]) <= 90 else r["claim"][:88].rstrip() + "…"
+        claim = claim.replace("|", "/")
+        lines.append(f"| [{claim}](#{verdict_anchor(r['claim'])}) | {r['status']} | {group(r)} | "
+                     f"{flag(r).replace('|', '/')} |")
+    return "\n".join(lines)
 
 
 def headline(records: list[dict]) -> str:
