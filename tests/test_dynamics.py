@@ -257,3 +257,32 @@ def test_uniform_ball_bad_arguments_raise():
             uniform_ball(generator=g, **kwargs)
     with pytest.raises(ValueError, match="^generator"):
         uniform_ball(4, 2, 1.0, generator=None)
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b"", b"PK\x03\x04 cut short"])
+def test_a_damaged_cache_entry_is_named_removed_and_computed_again(tmp_path, capsys, damage):
+    import torch
+
+    from mfattn.companion.sweep import memo, point_key, run_sweep
+
+    calls = []
+
+    def fn(x):
+        calls.append(x)
+        return {"y": 2 * x}
+
+    assert run_sweep(fn, [dict(x=1)], tmp_path, progress=False) == [{"x": 1, "y": 2}]
+    entry = tmp_path / f"{point_key(dict(x=1))}.json"
+    entry.write_bytes(damage)
+    assert run_sweep(fn, [dict(x=1)], tmp_path, progress=False) == [{"x": 1, "y": 2}] and calls == [1, 1]
+    assert str(entry) in capsys.readouterr().err and entry.exists()  # named, and written again
+
+    def g(n):
+        calls.append(n)
+        return {"t": torch.arange(n, dtype=torch.float64)}
+
+    assert memo(g, dict(n=3), tmp_path)["t"].tolist() == [0.0, 1.0, 2.0]
+    saved = tmp_path / f"memo-{point_key(dict(n=3))}.pt"
+    saved.write_bytes(damage)
+    assert memo(g, dict(n=3), tmp_path)["t"].tolist() == [0.0, 1.0, 2.0] and calls[-2:] == [3, 3]
+    assert str(saved) in capsys.readouterr().err

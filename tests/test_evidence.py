@@ -114,3 +114,11 @@ def test_the_map_and_the_verdicts_link_both_ways(records):
             for ref in r["ref"]:
                 assert _slug(ref) in anchors, ref
                 assert f'href="../book/evidence.html#{_slug(ref)}"' in html
+
+
+def test_a_verdict_citing_an_unknown_result_is_refused_where_the_chapter_reports():
+    from mfattn.companion.render import report
+    from mfattn.companion.verdicts import check_close
+
+    with pytest.raises(ValueError, match=r"cites 'Thm 99\.9'.*mfattn/companion/evidence\.py"):
+        report([check_close("x", 1.0, 1.0, 0.1, kind="claim", ref="Thm 99.9")])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -47,6 +48,20 @@ def point_key(point: dict) -> str:
     """
     text = json.dumps(point, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _read_damaged_or(path: Path, read):
+    """``read(path)``, or ``None`` after naming and removing ``path`` when it cannot be read. Cache
+    files are written atomically, so only damage from outside (a disk error, a hand edit, a copy cut
+    short) makes one unreadable; the point is then computed again, and the message says which file
+    went."""
+    try:
+        return read(path)
+    except Exception as e:  # noqa: BLE001  any reader's error: JSON, zip, pickle, a missing key
+        print(f"mfattn: {path} is damaged ({type(e).__name__}: {str(e)[:80]}); removed, computing it again",
+              file=sys.stderr)
+        path.unlink(missing_ok=True)
+        return None
 
 
 def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: bool = True,
@@ -107,10 +122,8 @@ def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: 
     out = []
     for p in progress_bar(points, enabled=progress, desc=desc):
         path = folder / f"{point_key(p)}.json"
-        if path.exists():
-            saved = json.loads(path.read_text())
-            result = saved["result"]
-        else:
+        result = _read_damaged_or(path, lambda q: json.loads(q.read_text())["result"]) if path.exists() else None
+        if result is None:
             result = fn(**p)
             if not isinstance(result, dict):
                 raise ValueError(f"fn: must return a dict, got {type(result).__name__}")
@@ -210,9 +223,13 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
     path = folder / f"{name}-{point_key(point)}.pt"
     run_path = path.with_suffix(".run.pt")  # a Run, in its own format (Run.save), read without unpickling
     if run_path.exists():
-        return Run.load(run_path, trusted=trusted)
+        run = _read_damaged_or(run_path, lambda q: Run.load(q, trusted=trusted))
+        if run is not None:
+            return run
     if path.exists():
-        return torch.load(path, weights_only=not trusted)["result"]
+        saved = _read_damaged_or(path, lambda q: torch.load(q, weights_only=not trusted))
+        if saved is not None:
+            return saved["result"]
     result = fn(**point)
     if isinstance(result, Run):
         result.save(run_path)
