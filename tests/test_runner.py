@@ -8,6 +8,7 @@ the oracle of what was computed and what was loaded.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -299,6 +300,14 @@ def test_run_ends_with_a_summary_and_exits_3_when_a_claim_fails(toy):
     assert res.stdout.splitlines()[-1] == ("verdicts: 2 (claim 0 PASS, 1 FAIL; check 1 PASS); "
                                            "FAIL: [claim] the mean of the sweep's points")
     assert (toy / "bad" / "01-toy.ipynb").exists()  # the run is kept: a failed claim is a result
+    # --fail-on new: a failure the committed notebook does not have exits 3, one it has exits 0
+    committed = toy / "notebooks" / "01-toy.ipynb"
+    shutil.copy(toy / "ok" / "01-toy.ipynb", committed)
+    new = cli(toy, "run", "01", "-p", "offset", "2.0", "--out", str(toy / "bad2"), "--quiet", "--fail-on", "new")
+    assert new.returncode == 3 and "new failures against the committed notebook" in new.stderr, new.stderr
+    shutil.copy(toy / "bad" / "01-toy.ipynb", committed)
+    same = cli(toy, "run", "01", "-p", "offset", "2.0", "--out", str(toy / "bad3"), "--quiet", "--fail-on", "new")
+    assert same.returncode == 0, same.stderr
 
 
 def test_usage_errors_exit_2_and_say_so_in_one_line(toy):

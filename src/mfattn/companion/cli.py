@@ -129,6 +129,10 @@ def _main(argv=None) -> int:
                        help="compute everything afresh (default: finished work is kept under runs/CHAPTER/cache/ "
                        "per configuration, and a rerun resumes)")
     p_run.add_argument("--html", action="store_true", help="also write an HTML page of the executed run beside it")
+    p_run.add_argument("--fail-on", choices=("any", "new"), default="any",
+                       help="exit 3 when a claim or derived verdict fails (any, the default), or only when one fails "
+                       "that passed in the committed notebook (new: a script can tell 'as committed' from a new "
+                       "failure)")
     sub.add_parser("list", help="the chapters: name, title, measured run time of the committed ci notebook")
     sub.add_parser("runs", help="what runs/ holds (caches, replicates, runs, page assets), by chapter, with sizes")
     from . import disk
@@ -216,9 +220,16 @@ def _main(argv=None) -> int:
 
         print(write_html(args.notebook))
         return 0
-    from .runner import EXIT_FAILED_CLAIM, verdict_summary
+    from .runner import EXIT_FAILED_CLAIM, new_failures, verdict_summary
 
-    return EXIT_FAILED_CLAIM if verdict_summary(run(args))[1] else 0
+    path = run(args)
+    if args.fail_on == "new":
+        committed = repo_root() / "notebooks" / path.name
+        fresh = new_failures(path, committed)
+        if fresh:
+            print("new failures against the committed notebook: " + " | ".join(fresh), file=sys.stderr)
+        return EXIT_FAILED_CLAIM if fresh else 0
+    return EXIT_FAILED_CLAIM if verdict_summary(path)[1] else 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import signal
 import sys
 import threading
@@ -687,6 +688,38 @@ def _tree_digest(folder: Path) -> str:
 #: verdict failed (1: a cell failed; 2: a usage error; 130: interrupted). A hypothesis that fails is
 #: a result about the model, and a failed check is reported, but neither changes the status.
 EXIT_FAILED_CLAIM = 3
+
+
+def new_failures(notebook, committed) -> list[str]:
+    """The claims and derived results that fail in ``notebook`` but not in the ``committed`` one
+    (``run --fail-on new``): a verdict is matched by its claim, numbers in the claim's text aside,
+    and one the committed notebook does not have counts as new.
+
+    Parameters
+    ----------
+    notebook, committed : str or pathlib.Path
+        An executed chapter notebook, and the committed one of the same chapter.
+
+    Returns
+    -------
+    list of str
+        The new failures' claims (empty when the run fails only where the committed run does).
+
+    Examples
+    --------
+    >>> import pathlib, mfattn
+    >>> from mfattn.runner import new_failures
+    >>> nb = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "07-two-layer-baseline.ipynb"
+    >>> new_failures(nb, nb)
+    []
+    """
+    from .verdicts import EVIDENCE
+
+    strip = lambda t: re.sub(r"[-+]?\d[\d.eE+-]*", "#", t)  # noqa: E731
+    before = {strip(r.get("claim", "")) for r in _verdicts(Path(committed)) if r.get("status") != "PASS"} \
+        if Path(committed).is_file() else set()
+    return [r["claim"] for r in _verdicts(Path(notebook)) if r.get("kind") in EVIDENCE and r.get("status") != "PASS"
+            and strip(r.get("claim", "")) not in before]
 
 
 def verdict_summary(notebook) -> tuple[str, bool]:
