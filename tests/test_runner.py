@@ -322,6 +322,18 @@ def test_usage_errors_exit_2_and_say_so_in_one_line(toy):
     assert "exit status:" in res.stdout and "130" in res.stdout and "3 " in res.stdout
 
 
+def test_a_size_over_the_ceiling_is_refused_before_anything_runs(tmp_path):
+    """A count with no ceiling (a billion draws) is refused at once, naming the parameter, before
+    any folder is made or any kernel starts; the chapter's cost model gives the estimate."""
+    root = Path(__file__).resolve().parents[1]
+    t0 = time.perf_counter()
+    res = cli(root, "run", "07", "-p", "n_draws", "1000000000", "--out", str(tmp_path / "out"), "--quiet")
+    assert res.returncode == 2, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert "ceiling" in last and "n_draws 1000000000 (ci: 400)" in last and "--yes" in last, last
+    assert not (tmp_path / "out").exists() and time.perf_counter() - t0 < 60
+
+
 def test_import_mfattn_exposes_its_submodules():
     code = ("import mfattn, pathlib; "
             "names = [p.stem for p in pathlib.Path(mfattn.__file__).parent.glob('*/*.py') if not p.stem.startswith('_')]; "

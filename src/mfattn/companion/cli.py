@@ -92,7 +92,7 @@ def run(args) -> Path:
     if args.profile is not None:
         values["profile"] = args.profile
     return run_chapter(root, src, values, out=args.out, inplace=args.inplace, quiet=args.quiet,
-                       timeout=args.timeout, cache=not args.no_cache, html=args.html)
+                       timeout=args.timeout, cache=not args.no_cache, html=args.html, yes=args.yes)
 
 
 #: The exit statuses of every command (shown by ``--help`` and in the README).
@@ -129,6 +129,8 @@ def _main(argv=None) -> int:
                        help="compute everything afresh (default: finished work is kept under runs/CHAPTER/cache/ "
                        "per configuration, and a rerun resumes)")
     p_run.add_argument("--html", action="store_true", help="also write an HTML page of the executed run beside it")
+    p_run.add_argument("--yes", action="store_true",
+                       help="run even when the estimate exceeds the ceiling (12 h, or 100x the committed ci run)")
     p_run.add_argument("--fail-on", choices=("any", "new"), default="any",
                        help="exit 3 when a claim or derived verdict fails (any, the default), or only when one fails "
                        "that passed in the committed notebook (new: a script can tell 'as committed' from a new "

@@ -367,8 +367,49 @@ def _exact_translator():
     papermill_translators.register("python", Exact)
 
 
+#: A run whose estimate on this CPU exceeds this many seconds, or this many times the committed ci
+#: run, is refused unless ``--yes`` (``run_chapter(yes=True)``): a size with no ceiling must not take
+#: the machine down.
+CEILING_SECONDS = 12 * 3600
+CEILING_RATIO = 100
+
+
+def _largest_growth(config: dict, ci: dict) -> str:
+    """The parameter that grows most against the ci profile, as ``"name VALUE (ci: CI)"``."""
+    def top(v):
+        if isinstance(v, (list, tuple)):
+            return max((top(x) for x in v), default=0.0)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+    best, name = 1.0, ""
+    for k, v in config.items():
+        c = ci.get(k)
+        if c is None or k in ("seed", "cache_dir", "device"):
+            continue
+        a, b = top(v), top(c)
+        if a > 0 and b > 0 and max(a / b, b / a) > best:
+            best, name = max(a / b, b / a), f"{k} {v!r} (ci: {c!r})"
+    return name or "the chapter's sizes"
+
+
+def _over_the_ceiling(src: Path, config: dict, committed: Path) -> None:
+    """Refuse, with one line naming the parameter, a run whose estimate on this CPU exceeds the
+    ceiling (:data:`CEILING_SECONDS`, or :data:`CEILING_RATIO` times the committed ci run)."""
+    from .chapters import check_values, estimate, size_ratio
+
+    base_time = ci_seconds(committed)
+    est = estimate(src, config, committed)
+    seconds = est[0] if est is not None else (base_time * size_ratio(src, config["profile"])[0] if base_time else 0.0)
+    if seconds and (seconds > CEILING_SECONDS or (base_time and seconds > CEILING_RATIO * base_time)):
+        why = _largest_growth(config, check_values(src, {}))
+        raise UserError(f"{src.stem}: estimated {_fmt_seconds(seconds)} on this CPU ({why}), over the ceiling of "
+                        f"{CEILING_SECONDS // 3600} h or {CEILING_RATIO}x the ci run; smaller values, or --yes to "
+                        "run it anyway")
+
+
 def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, inplace: bool = False,
-                quiet: bool = False, timeout: int | None = None, cache: bool = True, html: bool = False) -> Path:
+                quiet: bool = False, timeout: int | None = None, cache: bool = True, html: bool = False,
+                yes: bool = False) -> Path:
     """Execute the chapter ``src`` with the parameters ``values`` (``python -m mfattn run``).
 
     Parameters
@@ -394,6 +435,9 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         parameter is given) and load them on a rerun.
     html : bool
         Also write ``CHAPTER.html`` of the executed notebook beside it (:func:`write_html`).
+    yes : bool
+        Run even when the estimate on this CPU exceeds :data:`CEILING_SECONDS` or
+        :data:`CEILING_RATIO` times the committed ci run (otherwise a ``UserError`` names the size).
 
     Returns
     -------
@@ -434,6 +478,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
                         f"{typed[0]} (name a theory's number with competitor(..., source=))")
     device = _resolve_device(config.get("device", "cpu"))
     committed = (src.parent / f"{src.stem}.ipynb").resolve()
+    if not yes and device == "cpu":
+        _over_the_ceiling(src, config, committed)
     if inplace:
         out_dir = src.parent
     elif out:
