@@ -455,7 +455,7 @@ def replication_table(chapter: str, records: list[dict]) -> str:
     >>> rec = dict(chapter="02-x", kind="claim", claim="slope of the error", status="FAIL", evidence=True,
     ...            replication=rep, counterfactual={"form": "wrong"})
     >>> print(replication_table("02-x", [rec]).splitlines()[-1])  # doctest: +ELLIPSIS
-    | [slope of the error](#v-...) | FAIL | evidence | fragile: FAIL in this run; PASS in 9 of 10 replicates (...
+    | <a href="#v-...">slope of the error</a> | FAIL | evidence | fragile: FAIL in this run; PASS in 9 of 10 replicates (...
     """
     mine = [r for r in records if r["chapter"] == chapter]
     if not mine:
@@ -468,9 +468,8 @@ def replication_table(chapter: str, records: list[dict]) -> str:
              "| verdict | this run | counted as | replicates |", "|---|---|---|---|"]
     for r in mine:
         claim = r["claim"] if len(r["claim"]) <= 90 else r["claim"][:88].rstrip() + "…"
-        claim = claim.replace("|", "/")
-        lines.append(f"| [{claim}](#{verdict_anchor(r['claim'])}) | {r['status']} | {group(r)} | "
-                     f"{flag(r).replace('|', '/')} |")
+        lines.append(f"| <a href=\"#{verdict_anchor(r['claim'])}\">{_esc(claim)}</a> | {r['status']} | {group(r)} | "
+                     f"{_esc(flag(r))} |")
     return "\n".join(lines)
 
 
