@@ -120,5 +120,5 @@ def test_a_verdict_citing_an_unknown_result_is_refused_where_the_chapter_reports
     from mfattn.companion.render import report
     from mfattn.companion.verdicts import check_close
 
-    with pytest.raises(ValueError, match=r"cites 'Thm 99\.9'.*mfattn/companion/evidence\.py"):
+    with pytest.raises(ValueError, match=r"cites 'Thm 99\.9'.*mfattn/companion/results\.py"):
         report([check_close("x", 1.0, 1.0, 0.1, kind="claim", ref="Thm 99.9")])

@@ -43,8 +43,8 @@ LAYOUT = {
                "distributed", "tasks"),
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
     "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling"),
-    "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "replicate", "checkhtml",
-                  "sweep", "plotting", "bench", "roofline", "disk"),
+    "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate",
+                  "checkhtml", "sweep", "plotting", "bench", "roofline", "disk"),
 }
 #: Short module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``).
 LAYOUT_OF = {m: f"{pkg}.{m}" for pkg, mods in LAYOUT.items() for m in mods}

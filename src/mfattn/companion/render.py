@@ -209,7 +209,7 @@ def report(verdicts) -> None:
     ------
     ValueError
         If an item is not a :class:`Verdict`, or cites a result the evidence map does not list
-        (:data:`mfattn.companion.evidence.KNOWN`): the one line names the file where results are declared.
+        (:data:`mfattn.companion.results.KNOWN`): the one line names the file where results are declared.
 
     Examples
     --------
@@ -232,13 +232,13 @@ def report(verdicts) -> None:
     for v in verdicts:
         if not isinstance(v, Verdict):
             raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
-    from .evidence import KNOWN  # the results the evidence map lists (a lazy import: evidence imports render)
+    from .results import KNOWN  # the results the evidence map lists
 
     for v in verdicts:
         unknown = [r for r in v.ref if r not in KNOWN]
         if unknown:
             raise ValueError(f"verdicts: {v.claim!r} cites {unknown[0]!r}, which the evidence map does not list; "
-                             "declare a new result in mfattn/companion/evidence.py (RESULTS for the paper, "
+                             "declare a new result in mfattn/companion/results.py (RESULTS for the paper, "
                              "COMPANION for a companion text, BEYOND for one a chapter derives)")
     text = "\n".join([v.line() for v in verdicts] + [summary(verdicts)])
     _display(text, verdict_table_html(verdicts), {"mfattn": {"verdicts": [v.record() for v in verdicts]}})

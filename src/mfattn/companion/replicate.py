@@ -135,6 +135,15 @@ def front_matter_hash(src: Path) -> str:
     -------
     str
         64 hexadecimal digits.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.replicate import front_matter_hash
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> len(front_matter_hash(root / "notebooks" / "07-two-layer-baseline.md"))
+    64
     """
     from .chapters import parameter_rows
 
@@ -146,8 +155,21 @@ def front_matter_hash(src: Path) -> str:
 
 
 def engine() -> dict:
-    """The checkout a replication ran on: ``{"commit": git HEAD or "", "dirty": changed paths under
-    src/ and notebooks/}``, stored in the record so that anyone can check out what ran."""
+    """The checkout a replication ran on, stored in the record so that anyone can check out what ran
+    (the commit when the record is written; ``dirty`` lists what differed from it).
+
+    Returns
+    -------
+    dict
+        ``{"commit": git HEAD, or "" outside a checkout, "dirty": changed paths under src/ and
+        notebooks/}``.
+
+    Examples
+    --------
+    >>> from mfattn.replicate import engine
+    >>> sorted(engine())
+    ['commit', 'dirty']
+    """
     root = Path(__file__).resolve().parents[3]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -183,6 +205,15 @@ def rederive(entry: dict) -> tuple[int, int]:
     -------
     (int, int)
         Replicates in which it passed, and in which it passed as evidence.
+
+    Examples
+    --------
+    >>> from mfattn.replicate import rederive
+    >>> dec = {"rule": "fit", "value": -0.5, "lo": -0.6, "hi": -0.4, "prediction": -0.5}
+    >>> one = {"decision": dec, "counterfactual": {"form": "wrong", "prediction": -0.3}}
+    >>> wide = {"decision": dict(dec, lo=-0.9, hi=-0.1), "counterfactual": {"form": "wrong", "prediction": -0.3}}
+    >>> rederive({"kind": "claim", "decisions": [one, one, wide]})  # the wide interval accepts -0.3 too
+    (3, 2)
     """
     from .verdicts import EVIDENCE, assess, decide
 

@@ -40,7 +40,7 @@ def _code_cells(src: Path) -> str:
 
 
 # modules that compute nothing a chapter caches (the command line, the HTML checker, the benchmark)
-_TOOLING = {"__main__.py", "cli.py", "runner.py", "checkhtml.py", "bench.py", "evidence.py"}
+_TOOLING = {"__main__.py", "cli.py", "runner.py", "checkhtml.py", "bench.py", "evidence.py", "results.py"}
 
 
 def code_version(src) -> str:

@@ -519,8 +519,20 @@ class Counterfactual:
         return "not rejected" if self.passed else "rejected"
 
     def label(self) -> str:
-        """Its form in a few words: ``"2.3 half-widths of its interval from the prediction"``, ``"competitor:
-        SOURCE"``, ``"measured control: SOURCE"``."""
+        """Its form in a few words, as the verdict tables print it.
+
+        Returns
+        -------
+        str
+            ``"2.3 half-widths of its interval from the prediction, at most 4"`` for a wrong
+            prediction, ``"competitor: SOURCE, ..."``, ``"measured control: SOURCE"``.
+
+        Examples
+        --------
+        >>> from mfattn.book import check_close
+        >>> check_close("c", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.25, "a quarter more")).counterfactual.label()
+        '2.5 tolerances from the prediction, at most 4'
+        """
         if self.form == "control":
             return f"measured control: {self.source}" if self.source else "measured control, no source"
         if self.form == "competitor":
