@@ -99,11 +99,11 @@ def test_every_committed_counterfactual_is_assessed_again(r):
     evidence flag the map counts: a record edited by hand, or written under other rules, fails."""
     cf, dec = r["counterfactual"], r["decision"]
     form = cf.get("form", "wrong")
-    margin, problem = assess(dec, {**cf, "form": form})
-    assert (cf.get("problem", ""), cf.get("margin")) == (problem, None if margin is None else
-                                                          (margin if math.isfinite(margin) else str(margin)))
     passed = decide(dec, dec["prediction"])
     cf_passed = decide(cf["decision"], dec["prediction"]) if "decision" in cf else decide(dec, cf["prediction"])
+    margin, problem = assess(dec, {**cf, "form": form}, passed=cf_passed)
+    assert (cf.get("problem", ""), cf.get("margin")) == (problem, None if margin is None else
+                                                          (margin if math.isfinite(margin) else str(margin)))
     expected = r["kind"] in ("claim", "derived") and not problem and not (passed and cf_passed)
     assert bool(r.get("evidence")) is expected
 
@@ -114,3 +114,11 @@ def test_a_hand_edited_counterfactual_fails_the_reassessment():
     rec["counterfactual"]["prediction"] = 3.0  # moved far away, margin and evidence left as they were
     margin, problem = assess(rec["decision"], rec["counterfactual"])
     assert problem and rec["counterfactual"]["problem"] == "" and margin != rec["counterfactual"]["margin"]
+
+
+def test_a_far_counterfactual_the_measurement_lands_on_has_happened():
+    # the interval excludes the prediction -1 and holds -1/2, 7.5 half-widths away: the data favour
+    # the wrong theory, which therefore could happen; the FAIL counts as evidence
+    fit = LogLogFit(slope=-0.534, intercept=0.0, slope_lo=-0.600, slope_hi=-0.467, level=0.95, n=28)
+    v = check_fit("rate of the mean gap", fit, -1.0, kind="derived", counterfactual=(-0.5, "a single draw's N^-1/2"))
+    assert not v.passed and v.counterfactual.passed and v.counterfactual.problem == "" and v.evidence

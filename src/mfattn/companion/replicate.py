@@ -226,11 +226,11 @@ def rederive(entry: dict) -> tuple[int, int]:
         if not (ok and entry["kind"] in EVIDENCE and cf is not None):
             continue
         form = cf.get("form", "wrong")
-        _, problem = assess(dec, {**cf, "form": form, "prediction": cf.get("prediction")})
         if form == "control" or "decision" in cf:
             cf_passed = decide(cf["decision"], dec["prediction"])
         else:
             cf_passed = decide(dec, cf["prediction"])
+        _, problem = assess(dec, {**cf, "form": form, "prediction": cf.get("prediction")}, passed=cf_passed)
         evidence += not problem and not cf_passed
     return passed, evidence
 

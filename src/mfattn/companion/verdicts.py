@@ -390,14 +390,15 @@ def resolution(decision: dict) -> float:
     raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
 
 
-def assess(decision: dict, cf: dict) -> tuple[float | None, str]:
+def assess(decision: dict, cf: dict, passed: bool = False) -> tuple[float | None, str]:
     """Whether a counterfactual could have happened: its margin and, where it cannot count, why.
 
     The one place the rules of :data:`FORMS` are applied, to a verdict being built and to a stored
     record alike (``tests/test_counterfactuals.py`` re-assesses every committed verdict).
 
     - **wrong** (a prediction, or :func:`shifted`): its margin, the distance from the verdict's own
-      prediction in resolutions (:func:`resolution`), must be at most :data:`MAX_MARGIN`. A range
+      prediction in resolutions (:func:`resolution`), must be at most :data:`MAX_MARGIN`, unless the
+      measurement accepts it (``passed``): what happened could happen, however far. A range
       that does not meet the prediction's range (the complement of a one-sided prediction, say)
       fails whenever the verdict passes and is refused with ``ValueError`` where a verdict is built.
     - **competitor**: any margin (recorded), with a source.
@@ -411,6 +412,8 @@ def assess(decision: dict, cf: dict) -> tuple[float | None, str]:
     cf : dict
         ``form`` (one of :data:`FORMS`), ``prediction`` (wrong, competitor), ``shifted_to`` (a
         :func:`shifted` one), ``source``.
+    passed : bool
+        Whether the verdict's decision accepts the counterfactual.
 
     Returns
     -------
@@ -425,6 +428,8 @@ def assess(decision: dict, cf: dict) -> tuple[float | None, str]:
     (2.5000000000000004, '')
     >>> assess(d, {"form": "wrong", "prediction": 0.5})[1]
     '10.0 half-widths of its interval from the prediction, beyond 4: name a competitor() or a measured control'
+    >>> assess(d, {"form": "wrong", "prediction": 0.5}, passed=True)  # the measurement landed on it
+    (10.0, '')
     >>> assess({"rule": "within", "value": -2.0, "a": -2.5, "b": -1.5, "prediction": ["-inf", -1.0],
     ...         "lo_open": False, "hi_open": False}, {"form": "wrong", "prediction": [-1.0, "inf"]})[1]
     "a range that does not meet the prediction's: it fails whenever the verdict passes"
@@ -449,7 +454,7 @@ def assess(decision: dict, cf: dict) -> tuple[float | None, str]:
     margin = dist / res if res > 0 else (0.0 if dist == 0 else math.inf)
     if form == "competitor":
         return margin, ("" if str(cf.get("source") or "").strip() else "a competitor without its source")
-    if margin > MAX_MARGIN:
+    if margin > MAX_MARGIN and not passed:
         far = f"{margin:.1f}" if math.isfinite(margin) else "infinitely many"
         unit = _UNIT[decision["rule"]] if res > 0 else f"{_UNIT[decision['rule']]} (it resolves none)"
         return margin, (f"{far} {unit} from the prediction, beyond {MAX_MARGIN:g}: name a competitor() or a "
@@ -727,7 +732,7 @@ def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, 
              for k, v in _perturb(decision, counterfactual).items()}
         shown = fmt(d["value"], counterfactual.get("sig", 3), counterfactual.get("floor", 0.0))
         form = counterfactual.get("form", "control")
-        margin, problem = assess(decision, {**counterfactual, "form": form})
+        margin, problem = assess(decision, {**counterfactual, "form": form}, passed=bool(decide(d, prediction)))
         cf = Counterfactual(prediction, f"measured {shown}", counterfactual["why"], bool(decide(d, prediction)), d,
                             form, margin, counterfactual.get("source", ""), problem, counterfactual.get("shifted_to"),
                             _UNIT[decision["rule"]])
@@ -742,7 +747,7 @@ def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, 
             raise ValueError(f"counterfactual: expected (prediction, why), competitor(...) or perturbed(...), "
                              f"got {counterfactual!r}")
         p, why = counterfactual
-        margin, problem = assess(decision, {"form": "wrong", "prediction": _num(p)})
+        margin, problem = assess(decision, {"form": "wrong", "prediction": _num(p)}, passed=bool(decide(decision, p)))
         if problem.startswith("a range that does not meet"):
             raise ValueError(f"counterfactual: {show(p)} ({why}) is {problem}; a counterfactual must be able to "
                              f"pass beside the prediction (see mfattn.companion.verdicts.assess)")
