@@ -394,6 +394,8 @@ def status(entry: dict) -> str:
     if math.isfinite(entry["q50"]):
         text += (f"; median {entry['q50']:.3g}, range of the {len(entry.get('values', [])) or n} replicates "
                  f"[{min(_finite(entry)):.3g}, {max(_finite(entry)):.3g}]" if _finite(entry) else "")
+    if n < MIN_REPLICATES:  # too few replicates to call it either way
+        return f"not yet replicated ({n} of the {MIN_REPLICATES} replicates the rule needs): {text}"
     return text if replicated(entry) else f"fragile: {text}"
 
 
