@@ -153,15 +153,21 @@ def test_profiles_and_verdicts(capsys):
         check_close("a", 1.0, 1.0, 0.1, kind="proof")
     with pytest.raises(ValueError, match="^ref"):
         check_close("a", 1.0, 1.0, 0.1, kind="claim", ref=("",))
-    vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", ref="Thm 4.1", counterfactual=(2.0, "twice")),
-          check_close("b", 2.0, 1.0, 0.1, kind="derived", counterfactual=(3.0, "thrice")),
+    # a: a wrong prediction 3 tolerances away, rejected; b: a FAIL whose measurement lands on the wrong
+    # theory (10 tolerances away, but it happened)
+    vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", ref="Thm 4.1", counterfactual=(1.3, "30% more")),
+          check_close("b", 2.0, 1.0, 0.1, kind="derived", counterfactual=(2.0, "twice")),
           check_close("c", 2.0, 1.0, 0.1, kind="hypothesis"), check_close("d", 1.0, 1.0, 0.1, kind="check")]
     assert vs[0].ref == ("Thm 4.1",) and vs[0].record()["status"] == "PASS"
     assert report(vs) is None and not all_passed(vs) and all_passed(vs[:1])
     out = capsys.readouterr().out
     assert "[PASS] (claim; Thm 4.1) a" in out and "[FAIL] (derived) b" in out
-    assert ("Evidence (claims and derived results whose counterfactual fails): 1 PASS, 1 FAIL. Hypotheses "
-            "(PASS: it holds): 0 PASS, 1 FAIL. Checks (by construction, or no counterfactual fails): 1 PASS, 0 FAIL.") in out
+    assert ("Evidence (claims and derived results with a counterfactual that could have happened and is rejected): "
+            "1 PASS, 1 FAIL. Hypotheses (PASS: it holds): 0 PASS, 1 FAIL. Checks (by construction, or no "
+            "counterfactual that could have happened and is rejected): 1 PASS, 0 FAIL.") in out
+    # a wrong prediction far beyond the margin that the measurement rejects is shown, and counted as a check
+    far = check_close("f", 1.0, 1.0, 0.1, kind="claim", counterfactual=(3.0, "thrice"))
+    assert not far.evidence and "could not have happened" in far.line()
     # without a counterfactual a claim is counted as a check, and says why
     lone = check_close("e", 1.0, 1.0, 0.1, kind="claim")
     assert "counted as a check: no counterfactual named" in lone.line() and lone.counted_as == "check"
@@ -174,8 +180,8 @@ def test_verdict_table_and_config_table():
     from html.parser import HTMLParser
 
     k = dict(kind="claim")
-    vs = [check_close("x < y & z", 1.0, 1.0, 0.1, ref="Thm 4.1", counterfactual=(2.0, "twice"), **k),
-          check_close("b", 2.0, 1.0, 0.1, counterfactual=(3.0, "thrice"), **k)]
+    vs = [check_close("x < y & z", 1.0, 1.0, 0.1, ref="Thm 4.1", counterfactual=(1.3, "30% more"), **k),
+          check_close("b", 2.0, 1.0, 0.1, counterfactual=(2.0, "twice"), **k)]
     page = verdict_table_html(vs)
 
     class Rows(HTMLParser):
