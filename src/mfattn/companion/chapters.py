@@ -772,6 +772,49 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     return total, basis, cells
 
 
+def growth(values: dict, base: dict, *, shrink: bool = False) -> tuple[float, str, float, float]:
+    """The parameter of ``values`` that grew most against ``base``: the largest ratio of a number to
+    the same parameter's number in ``base`` (of a list, its largest element); with ``shrink``, a
+    number that fell counts by the inverse ratio (a smaller step is more work too).
+
+    Parameters
+    ----------
+    values, base : dict
+        ``{parameter: value}``; non-numbers and parameters missing from ``base`` are skipped.
+    shrink : bool
+        Count a fall as well as a rise.
+
+    Returns
+    -------
+    (float, str, float, float)
+        The ratio (1.0 when nothing grew), the parameter's name ("" then), its number in ``values``
+        and in ``base``.
+
+    Examples
+    --------
+    >>> from mfattn.chapters import growth
+    >>> growth({"n": 400, "grid": [8, 128], "eps": 0.01}, {"n": 100, "grid": [8, 16], "eps": 0.1})
+    (8.0, 'grid', 128, 16)
+    >>> growth({"eps": 0.01}, {"eps": 0.1}, shrink=True)[:2]
+    (10.0, 'eps')
+    """
+    def big(v):
+        if isinstance(v, (list, tuple)):
+            v = [x for x in v if isinstance(x, (int, float)) and not isinstance(x, bool)]
+            return max(v) if v else None
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    best, which, va, vb = 1.0, "", 0.0, 0.0
+    for name, b in base.items():
+        a, b = big(values.get(name)), big(b)
+        if a is None or b is None or a <= 0 or b <= 0:
+            continue
+        r = max(a / b, b / a) if shrink else a / b
+        if r > best:
+            best, which, va, vb = r, name, a, b
+    return best, which, va, vb
+
+
 def size_ratio(path, profile: str, base: str = "ci") -> tuple[float, str]:
     """The largest ratio of a size of ``profile`` to the same size of ``base``: over the numbers
     (and the largest element of lists) that grow from ``base`` to ``profile``. The work of a
@@ -809,22 +852,8 @@ def size_ratio(path, profile: str, base: str = "ci") -> tuple[float, str]:
     for p in (profile, base):
         if p not in table:
             raise ValueError(f"profile: {p!r} is not one of {sorted(table)}")
-    best, which = 1.0, ""
-    for name, b in table[base].items():
-        a = table[profile].get(name)
-
-        def big(v):
-            if isinstance(v, (list, tuple)):
-                v = [x for x in v if isinstance(x, (int, float)) and not isinstance(x, bool)]
-                return max(v) if v else None
-            return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-        a, b = big(a), big(b)
-        if a is None or b is None or b <= 0 or a <= b:
-            continue
-        if a / b > best:
-            best, which = a / b, f"{name} {a:g} vs {b:g}"
-    return best, which
+    best, name, a, b = growth(table[profile], table[base])
+    return best, (f"{name} {a:g} vs {b:g}" if name else "")
 
 
 def title(path) -> str:

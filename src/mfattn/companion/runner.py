@@ -374,34 +374,19 @@ CEILING_SECONDS = 12 * 3600
 CEILING_RATIO = 100
 
 
-def _largest_growth(config: dict, ci: dict) -> str:
-    """The parameter that grows most against the ci profile, as ``"name VALUE (ci: CI)"``."""
-    def top(v):
-        if isinstance(v, (list, tuple)):
-            return max((top(x) for x in v), default=0.0)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
-
-    best, name = 1.0, ""
-    for k, v in config.items():
-        c = ci.get(k)
-        if c is None or k in ("seed", "cache_dir", "device"):
-            continue
-        a, b = top(v), top(c)
-        if a > 0 and b > 0 and max(a / b, b / a) > best:
-            best, name = max(a / b, b / a), f"{k} {v!r} (ci: {c!r})"
-    return name or "the chapter's sizes"
-
-
-def _over_the_ceiling(src: Path, config: dict, committed: Path) -> None:
-    """Refuse, with one line naming the parameter, a run whose estimate on this CPU exceeds the
-    ceiling (:data:`CEILING_SECONDS`, or :data:`CEILING_RATIO` times the committed ci run)."""
-    from .chapters import check_values, estimate, size_ratio
+def _over_the_ceiling(src: Path, config: dict, committed: Path, est) -> None:
+    """Refuse, with one line naming the parameter, a run whose estimate on this CPU (``est``, from
+    :func:`mfattn.companion.chapters.estimate`) exceeds the ceiling (:data:`CEILING_SECONDS`, or
+    :data:`CEILING_RATIO` times the committed ci run)."""
+    from .chapters import check_values, growth, size_ratio
 
     base_time = ci_seconds(committed)
-    est = estimate(src, config, committed)
     seconds = est[0] if est is not None else (base_time * size_ratio(src, config["profile"])[0] if base_time else 0.0)
     if seconds and (seconds > CEILING_SECONDS or (base_time and seconds > CEILING_RATIO * base_time)):
-        why = _largest_growth(config, check_values(src, {}))
+        ci = check_values(src, {})
+        sizes = {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")}
+        name = growth(config, sizes, shrink=True)[1]
+        why = f"{name} {config[name]!r} (ci: {ci[name]!r})" if name else "the chapter's sizes"
         raise UserError(f"{src.stem}: estimated {_fmt_seconds(seconds)} on this CPU ({why}), over the ceiling of "
                         f"{CEILING_SECONDS // 3600} h or {CEILING_RATIO}x the ci run; smaller values, or --yes to "
                         "run it anyway")
@@ -478,8 +463,11 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
                         f"{typed[0]} (name a theory's number with competitor(..., source=))")
     device = _resolve_device(config.get("device", "cpu"))
     committed = (src.parent / f"{src.stem}.ipynb").resolve()
+    from .chapters import estimate
+
+    est = estimate(src, config, committed) if device == "cpu" else None  # the cost model, once per run
     if not yes and device == "cpu":
-        _over_the_ceiling(src, config, committed)
+        _over_the_ceiling(src, config, committed, est)
     if inplace:
         out_dir = src.parent
     elif out:
@@ -514,9 +502,6 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         print(f"mfattn: running {src.stem} (profile {config['profile']}, device {device}){took}", file=sys.stderr)
         if "cache_dir" in params:
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
-    from .chapters import estimate
-
-    est = estimate(src, config, committed) if device == "cpu" else None
     ci = check_values(src, {})
     differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
     if differs and device == "cpu":
