@@ -116,6 +116,13 @@ def group(record: dict) -> str:
     return record["kind"] if record["kind"] in ("hypothesis", "external") else "check"
 
 
+def _counted(record: dict) -> dict:
+    """A record's replication entry as the group it counts in replicates: a claim counted as a check
+    replicates as a check (its outcome, not its counterfactual)."""
+    rep = record["replication"]
+    return rep if group(record) == "evidence" else dict(rep, kind=group(record))
+
+
 def flag(record: dict) -> str:
     """What a verdict record is worth as evidence, in a few words: ``replicated evidence``, or why
     it is weaker (a check, no counterfactual, fragile, not replicated).
@@ -151,7 +158,7 @@ def flag(record: dict) -> str:
                f"its counterfactual could not have happened ({cf['problem']})" if cf.get("problem") else
                "its counterfactual is not rejected either")
         # counted as a check, so replicated as a check: its outcome, not its counterfactual
-        return f"check: {why}" + (f"; {status(dict(rep, kind='check'))}" if rep is not None else "")
+        return f"check: {why}" + (f"; {status(_counted(record))}" if rep is not None else "")
     cf = cf or {}
     form = cf.get("form", "wrong")
     against = {"competitor": f"; against a competitor ({cf.get('source', '')})",
@@ -333,8 +340,7 @@ def headline(records: list[dict]) -> str:
     from .replicate import replicated
 
     c = Counter(group(r) for r in records)
-    same = Counter(group(r) for r in records if r.get("replication") and replicated(
-        r["replication"] if group(r) == "evidence" else dict(r["replication"], kind=group(r))))
+    same = Counter(group(r) for r in records if r.get("replication") and replicated(_counted(r)))
     one = len(rep) == 1
     return (f"**{len(rep)} verdict{'' if one else 's'} {'is' if one else 'are'} replicated evidence**: "
             f"{'a claim or derived result that names' if one else 'claims and derived results that name'} a "
