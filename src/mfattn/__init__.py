@@ -42,7 +42,7 @@ LAYOUT = {
     "models": ("particles", "model", "fused", "data", "softmax", "activations", "twolayer", "linear", "tokens", "baseline",
                "distributed", "tasks"),
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
-    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling"),
+    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling", "chaos"),
     "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate",
                   "checkhtml", "sweep", "plotting", "bench", "roofline", "disk"),
 }
