@@ -572,7 +572,8 @@ def register(cls):
     Raises
     ------
     ValueError
-        When ``cls`` is not a stepper or its name is empty or taken.
+        When ``cls`` is not a stepper or its name is empty or taken by another class (the same
+        class defined again, as by a notebook cell run twice, replaces its first definition).
 
     Examples
     --------
@@ -591,8 +592,11 @@ def register(cls):
     """
     if not (isinstance(cls, type) and issubclass(cls, Stepper)) or not cls.name:
         raise ValueError("cls: expected a subclass of mfattn.integrate.Stepper with a name")
-    if cls.name in STEPPERS and STEPPERS[cls.name] is not cls:
-        raise ValueError(f"cls: a stepper named {cls.name!r} is already registered")
+    old = STEPPERS.get(cls.name)
+    # the same class defined again (a notebook cell run twice: same module, same qualified name)
+    # replaces itself; another class may not take a name
+    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"cls: a stepper named {cls.name!r} is already registered ({old.__module__}.{old.__qualname__})")
     STEPPERS[cls.name] = cls
     return cls
 
