@@ -222,6 +222,23 @@ def test_html_of_a_run_renders_its_outputs_and_glue_without_executing(toy):
     page = Path(res.stdout.strip().splitlines()[-1]).read_text()
     assert "The sweep" in page and "add up to" in page and ">30<" in page  # the glued figure
     assert len(calls(toy)) == n  # nothing re-executed
+    # outside a runs/ folder the shared assets go to the checkout's runs/, never beside the input
+    assert not (toy / "run" / ".html-static").exists() and (toy / "runs" / ".html-static").is_dir()
+    # a file that is not an executed notebook is refused in one line
+    (toy / "README.md").write_text("# toy\n")
+    (toy / "broken.ipynb").write_text("{not json")
+    for bad in ("README.md", "broken.ipynb"):
+        res = cli(toy, "html", bad)
+        assert res.returncode == 2 and "not an executed notebook" in res.stderr and "Traceback" not in res.stderr
+    assert not (toy / ".html-static").exists()
+    # a citation resolves to the references page built beside the chapter (it rendered as "[]")
+    nb = nbformat.read(toy / "run" / "01-toy.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("As {cite:t}`mei2018meanfield` showed."))
+    nbformat.write(nb, toy / "run" / "cited.ipynb")
+    res = cli(toy, "html", str(toy / "run" / "cited.ipynb"))
+    assert res.returncode == 0, res.stderr
+    page = Path(res.stdout.strip().splitlines()[-1]).read_text()
+    assert "Mei" in page and "references.html#id" in page and "[]" not in page
 
 
 def test_html_pages_share_one_copy_of_the_theme_assets(toy):

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from .chapters import UserError  # one line on stderr, exit status 2
+from .chapters import UserError, repo_root  # UserError: one line on stderr, exit status 2
 
 __all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
 
@@ -629,8 +629,10 @@ def write_html(notebook) -> Path:
     """An HTML page of an executed notebook, built by Jupyter Book with execution off (the notebook
     is rendered as it is, outputs and glued figures included; nothing runs again). The page and
     its images go to ``NOTEBOOK-html/``; the theme's assets (about 30 MB) are kept once under
-    ``runs/.html-static/`` (or beside the notebook when it is not under a ``runs`` folder) and
-    linked from ``NOTEBOOK-html/_static``, so every page of a checkout shares one copy. Returns the page.
+    ``runs/.html-static/`` (the ``runs`` folder the notebook lies in, or the checkout's) and linked
+    from ``NOTEBOOK-html/_static``, so every page of a checkout shares one copy. The book's
+    references page is built beside it, so that the page's citations resolve (to
+    ``NOTEBOOK-html/references.html``). Returns the page.
 
     Parameters
     ----------
@@ -645,7 +647,8 @@ def write_html(notebook) -> Path:
     Raises
     ------
     SystemExit
-        With one line when the notebook is missing or the build fails.
+        With one line when the notebook is missing, is not an executed notebook (``.ipynb`` with
+        cells), or the build fails.
 
     Examples
     --------
@@ -659,6 +662,13 @@ def write_html(notebook) -> Path:
     notebook = Path(notebook).resolve()
     if not notebook.is_file():
         raise UserError(f"{notebook}: no such notebook")
+    try:
+        cells = json.loads(notebook.read_text()).get("cells") if notebook.suffix == ".ipynb" else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        cells = None
+    if not isinstance(cells, list):
+        raise UserError(f"{notebook}: not an executed notebook (html renders a chapter's .ipynb; "
+                        "`python -m mfattn run CHAPTER` makes one)")
     import yaml
 
     book = Path(__file__).resolve().parents[3]  # the checkout of this package: the book's own settings
@@ -676,7 +686,12 @@ def write_html(notebook) -> Path:
         sphinx["local_extensions"] = {k: str((book / v).resolve()) for k, v in (sphinx.get("local_extensions") or {}).items()
                                       if (book / v).is_dir()}
         (tmp / "_config.yml").write_text(yaml.safe_dump(cfg))
-        (tmp / "_toc.yml").write_text(f"format: jb-book\nroot: {notebook.stem}\n")
+        toc = f"format: jb-book\nroot: {notebook.stem}\n"
+        if cfg["bibtex_bibfiles"] and notebook.stem != "references":
+            # sphinxcontrib-bibtex resolves a citation only to a bibliography in the same build
+            (tmp / "references.md").write_text("# References\n\n```{bibliography}\n```\n")
+            toc += "chapters:\n- file: references\n"
+        (tmp / "_toc.yml").write_text(toc)
         jb = Path(sys.executable).with_name("jupyter-book")
         res = subprocess.run([str(jb), "build", str(tmp), "--path-output", str(tmp / "out")],
                              capture_output=True, text=True)
@@ -689,7 +704,7 @@ def write_html(notebook) -> Path:
         static = built / "_static"
         shared = None
         if static.is_dir():
-            runs = next((q for q in notebook.parents if q.name == "runs"), notebook.parent)
+            runs = next((q for q in notebook.parents if q.name == "runs"), repo_root() / "runs")
             shared = runs / ".html-static" / _tree_digest(static)
             if not shared.is_dir():
                 part = shared.with_name(shared.name + ".partial")
