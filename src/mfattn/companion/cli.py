@@ -33,7 +33,9 @@ def parse_value(text: str):
 
 def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
     """``python -m mfattn new NAME``: ``notebooks/NN-NAME.md`` from the chapter template (the next free
-    number), listed in ``_toc.yml`` after the last chapter. Returns the new source's path."""
+    number). It enters ``_toc.yml`` when ``run NN --inplace`` writes its notebook (the book renders
+    chapters from their executed notebooks, so a listed chapter without one would break ``make book``).
+    Returns the new source's path."""
     import re
 
     if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
@@ -48,16 +50,10 @@ def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
     text = (template.replace("@@SLUG@@", name).replace("@@FILENAME@@", target.name)
             .replace("@@TITLE@@", title or name.replace("-", " ").capitalize()))
     target.write_text(text)
-    toc = root / "_toc.yml"
-    lines = toc.read_text().splitlines()
-    last = max((i for i, ln in enumerate(lines) if ln.strip().startswith("- file: notebooks/")), default=None)
-    if last is None:
-        raise SystemExit(f"mfattn: {toc} lists no chapter under notebooks/; add {stem} by hand")
-    indent = lines[last][: len(lines[last]) - len(lines[last].lstrip())]
-    lines.insert(last + 1, f"{indent}- file: notebooks/{stem}")
-    toc.write_text("\n".join(lines) + "\n")
-    print(f"created {target.relative_to(root)} and listed it in _toc.yml; run it with: "
-          f"python -m mfattn run {stem[:2]} --out my-run/, then make execute to commit its notebook")
+    print(f"created {target.relative_to(root)}. Try it with: python -m mfattn run {stem[:2]} (the notebook goes "
+          f"under runs/, which git ignores); when it is ready, python -m mfattn run {stem[:2]} --inplace writes "
+          f"notebooks/{stem}.ipynb and lists the chapter in _toc.yml, and make book shows it. A verdict's ref "
+          "names a result declared in src/mfattn/companion/results.py.")
     return target
 
 
@@ -146,7 +142,7 @@ def _main(argv=None) -> int:
     p_cmp.add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
     p_view = sub.add_parser("html", help="an HTML page of an executed chapter notebook (nothing is re-executed)")
     p_view.add_argument("notebook", help="an executed chapter notebook")
-    p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template, listed in _toc.yml")
+    p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template (run NN --inplace lists it in _toc.yml)")
     p_new.add_argument("name", help="lowercase words joined by hyphens, e.g. my-experiment")
     p_new.add_argument("--title", default=None, help="the chapter's title")
     p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")

@@ -617,6 +617,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         nbformat.write(executed, final)
         target.unlink()
         target = final
+        if list_in_toc(root, final.stem):
+            print(f"listed notebooks/{final.stem} in _toc.yml")
     print(f"executed {src.name} -> {target} in {_fmt_seconds(seconds)}")
     print(verdict_summary(target)[0])
     if html:
@@ -720,6 +722,51 @@ def write_html(notebook) -> Path:
         if shared is not None:
             (dest / "_static").symlink_to(os.path.relpath(shared, dest), target_is_directory=True)
     return dest / f"{notebook.stem}.html"
+
+
+def list_in_toc(root: Path, stem: str) -> bool:
+    r"""List ``notebooks/STEM`` in the checkout's ``_toc.yml`` after the last chapter, unless it is
+    there: a new chapter enters the book when its executed notebook exists. Returns whether it was
+    added.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout (it holds ``_toc.yml``).
+    stem : str
+        The chapter's file name without suffix, e.g. ``10-my-experiment``.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    SystemExit
+        With one line when ``_toc.yml`` lists no chapter to add it after.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from mfattn.companion.runner import list_in_toc
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     toc = Path(d) / "_toc.yml"
+    ...     _ = toc.write_text("root: intro\nchapters:\n  - file: notebooks/01-a\n  - file: book/references\n")
+    ...     list_in_toc(Path(d), "02-b"), list_in_toc(Path(d), "02-b"), toc.read_text().split()[-6:-2]
+    (True, False, ['-', 'file:', 'notebooks/02-b', '-'])
+    """
+    toc = root / "_toc.yml"
+    lines = toc.read_text().splitlines()
+    if any(ln.strip() in (f"- file: notebooks/{stem}", f"root: notebooks/{stem}") for ln in lines):
+        return False
+    last = max((i for i, ln in enumerate(lines) if ln.strip().startswith("- file: notebooks/")), default=None)
+    if last is None:
+        raise SystemExit(f"mfattn: {toc} lists no chapter under notebooks/; add notebooks/{stem} by hand")
+    indent = lines[last][: len(lines[last]) - len(lines[last].lstrip())]
+    lines.insert(last + 1, f"{indent}- file: notebooks/{stem}")
+    toc.write_text("\n".join(lines) + "\n")
+    return True
 
 
 def _tree_digest(folder: Path) -> str:
