@@ -272,6 +272,12 @@ def test_html_pages_share_one_copy_of_the_theme_assets(toy):
     assert not (toy / "runs" / "01-toy" / "a").exists() and not list((toy / "runs" / ".html-static").glob("*"))
     assert (toy / "runs" / "01-toy" / "cache").is_dir()  # caches were not selected
     assert cli(toy, "clean", "--older-than", "-1").returncode == 2
+    # a folder that --out made under runs/ is listed as a chapter by `runs`, and `clean` takes it
+    assert cli(toy, "run", "01", "--out", str(toy / "runs" / "my-run"), "--quiet").returncode == 0
+    assert "my-run " in cli(toy, "runs").stdout
+    res = cli(toy, "clean", "--chapter", "my-run", "--yes")
+    assert res.returncode == 0 and "removed 1 entries" in res.stdout and not (toy / "runs" / "my-run").exists()
+    assert cli(toy, "clean", "--chapter", "no-such").returncode == 2
 
 
 def test_compare_prints_a_run_beside_the_committed_verdicts(toy):

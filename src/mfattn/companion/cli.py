@@ -193,7 +193,11 @@ def _main(argv=None) -> int:
         return disk.main_runs(repo_root())
     if args.command == "clean":
         if args.chapter:
-            args.chapter = find_chapter(repo_root(), args.chapter).stem
+            # a folder of runs/ that `runs` lists (e.g. one an --out named) is taken as it is;
+            # otherwise a chapter's name or prefix
+            listed = {e["chapter"] for e in disk.inventory(repo_root())} - {"-"}
+            if args.chapter not in listed:
+                args.chapter = find_chapter(repo_root(), args.chapter).stem
         if args.older_than is not None and args.older_than < 0:
             raise UserError(f"--older-than {args.older_than:g}: must be >= 0 days")
         return disk.main_clean(repo_root(), args)

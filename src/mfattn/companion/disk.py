@@ -171,6 +171,11 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
                 shutil.rmtree(p)
             else:
                 p.unlink(missing_ok=True)
+            # folders the removal left empty (runs/CHAPTER/cache/, runs/CHAPTER/) go too
+            for parent in p.parents:
+                if parent == Path(root) / "runs" or not parent.is_dir() or any(parent.iterdir()):
+                    break
+                parent.rmdir()
     return chosen
 
 
@@ -196,6 +201,7 @@ def add_arguments(p) -> None:
     p.add_argument("--replicates", action="store_true", help="replication runs (runs/CHAPTER/replicate/)")
     p.add_argument("--runs", action="store_true", help="executed notebooks and their pages (runs/CHAPTER/*/)")
     p.add_argument("--html-assets", action="store_true", help="shared page assets no page links to")
-    p.add_argument("--chapter", default=None, help="only this chapter (name or prefix)")
+    p.add_argument("--chapter", default=None, help="only this chapter (name or prefix), or a folder of runs/ "
+                   "that `runs` lists")
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="only what is unchanged that long")
     p.add_argument("--yes", action="store_true", help="remove (without it, only list what would go)")
