@@ -341,6 +341,16 @@ def test_usage_errors_exit_2_and_say_so_in_one_line(toy):
         res = cli(toy, *args)
         assert res.returncode == 2, (args, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("mfattn: "), res.stderr
+    # a cache folder that cannot be written (a file in the way; a runs/ that is no folder): one line, exit 2
+    (toy / "runs").write_text("")
+    for args in (["run", "01", "-p", "cache_dir", "a-file/below", "--out", "o1"], ["run", "01", "--out", "o2"],
+                 ["run", "01"]):
+        res = cli(toy, *args, "--quiet")
+        assert res.returncode == 2, (args, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("mfattn: "), res.stderr
+        assert "Traceback" not in res.stderr
+    assert "cache_dir" in cli(toy, "run", "01", "--out", "o2", "--quiet").stderr
+    (toy / "runs").unlink()
     res = cli(toy, "--help")
     assert "exit status:" in res.stdout and "130" in res.stdout and "3 " in res.stdout
 

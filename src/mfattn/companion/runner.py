@@ -490,8 +490,13 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         key = cache_key(src, dict(config, device=device))
         base = Path(config["cache_dir"]) if config.get("cache_dir") else root / "runs" / src.stem / "cache"
         folder = base / key
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "config.json").write_text(json.dumps(dict(config, device=device, cache_dir=None), indent=1))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.json").write_text(json.dumps(dict(config, device=device, cache_dir=None), indent=1))
+        except OSError as e:
+            where = "-p cache_dir" if config.get("cache_dir") else "runs/"
+            raise UserError(f"{base}: cannot keep finished work there ({e.strerror or e}); name a writable folder "
+                            f"with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
         params["cache_dir"] = str(folder.resolve())
     elif inplace or not cache:
         params.pop("cache_dir", None)
