@@ -199,6 +199,26 @@ def test_failing_cell_ends_in_one_line_with_the_cell_and_the_partial_notebook(to
     assert str(toy / "bad" / "01-toy.ipynb") in lines[0] and (toy / "bad" / "01-toy.ipynb").exists()
 
 
+def test_memory_ceiling_and_a_completed_cache(toy):
+    """--inplace records the kernel's peak memory; a run whose estimated peak exceeds half the
+    machine's is refused in one line (unless --yes); a configuration that ran to its end from its
+    cache is said to cost what its rerun costs, not the cost model's estimate."""
+    nb = toy / "notebooks" / "01-toy.ipynb"
+    assert cli(toy, "run", "01", "--inplace", "--quiet").returncode == 0
+    meta = json.loads(nb.read_text())
+    assert 20 < meta["metadata"]["mfattn"]["peak_rss_mb"] < 4096  # a Python kernel's, in MB
+    meta["metadata"]["mfattn"]["peak_rss_mb"] = 10**8            # as if the ci run had held 100 TB
+    nb.write_text(json.dumps(meta))
+    res = cli(toy, "run", "01", "-p", "n_points", "7", "--out", "m1", "--quiet")
+    assert res.returncode == 2 and "peak memory" in res.stderr and "n_points 7 (ci: 6)" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not (toy / "m1").exists()
+    assert cli(toy, "run", "01", "-p", "n_points", "7", "--out", "m1", "--quiet", "--yes").returncode == 0
+    # the same configuration again: it ran to its end from this cache, so no ceiling and no estimate
+    res = cli(toy, "run", "01", "-p", "n_points", "7", "--out", "m2")
+    assert res.returncode == 0, res.stderr
+    assert "ran to its end before from this cache" in res.stderr and "estimate on this CPU" not in res.stderr
+
+
 def test_paper_profile_on_a_cpu_warns_with_an_estimate(toy):
     nb = toy / "notebooks" / "01-toy.ipynb"
     res = cli(toy, "run", "01", "--inplace", "--quiet")

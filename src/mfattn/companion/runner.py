@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -372,6 +373,77 @@ def _exact_translator():
 #: the machine down.
 CEILING_SECONDS = 12 * 3600
 CEILING_RATIO = 100
+#: A run whose estimated peak memory exceeds this share of the machine's is refused too (unless ``--yes``).
+MEMORY_SHARE = 0.5
+#: Resident memory of a chapter's kernel once its imports are done, in MB: the part of the peak that
+#: does not grow with the sizes (measured: ``import mfattn, torch, numpy, scipy, ot, matplotlib.pyplot,
+#: IPython`` holds 331 MB).
+KERNEL_BASE_MB = 330
+
+
+def machine_memory_mb() -> float:
+    """This machine's physical memory in MB (``os.sysconf``), or ``inf`` where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def peak_memory_estimate(src: Path, config: dict, committed: Path) -> tuple[float, str] | None:
+    """The peak resident memory, in MB, a run with ``config`` should need: the committed ci run's
+    peak (``peak_rss_mb``, recorded by ``--inplace``) above :data:`KERNEL_BASE_MB`, times the largest
+    growth of a size against its ci value, plus that base. Returns ``(MB, parameter)``, or ``None``
+    when the committed run recorded no peak.
+
+    Parameters
+    ----------
+    src : pathlib.Path
+        The chapter's MyST source.
+    config : dict
+        The run's checked values.
+    committed : pathlib.Path
+        The committed notebook.
+
+    Returns
+    -------
+    tuple of (float, str) or None
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> from mfattn.runner import peak_memory_estimate
+    >>> ch = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "07-two-layer-baseline.md"
+    >>> est = peak_memory_estimate(ch, check_values(ch, {"n_ref": 4096 * 64}), ch.with_suffix(".ipynb"))
+    >>> est is None or est[1] == "n_ref"
+    True
+    """
+    from .chapters import check_values, growth
+
+    try:
+        peak = json.loads(Path(committed).read_text())["metadata"].get("mfattn", {}).get("peak_rss_mb")
+    except (OSError, ValueError, KeyError):
+        return None
+    if not peak:
+        return None
+    ci = check_values(src, {})
+    ratio, name, _, _ = growth(config, {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")})
+    return KERNEL_BASE_MB + max(float(peak) - KERNEL_BASE_MB, 0.0) * ratio, name
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _finished_run(folder: Path | None) -> float | None:
+    """The seconds of the last run that ran to its end from the cache ``folder``, or ``None``."""
+    try:
+        return float(json.loads((folder / "finished.json").read_text())["seconds"]) if folder else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _over_the_ceiling(src: Path, config: dict, committed: Path, est) -> None:
@@ -382,6 +454,13 @@ def _over_the_ceiling(src: Path, config: dict, committed: Path, est) -> None:
 
     base_time = ci_seconds(committed)
     seconds = est[0] if est is not None else (base_time * size_ratio(src, config["profile"])[0] if base_time else 0.0)
+    mem = peak_memory_estimate(src, config, committed)
+    if mem is not None and mem[0] > MEMORY_SHARE * machine_memory_mb():
+        ci = check_values(src, {})
+        why = f"{mem[1]} {config[mem[1]]!r} (ci: {ci[mem[1]]!r})" if mem[1] else "the chapter's sizes"
+        raise UserError(f"{src.stem}: estimated peak memory {mem[0] / 1024:.1f} GB ({why}), over "
+                        f"{MEMORY_SHARE:.0%} of this machine's {machine_memory_mb() / 1024:.1f} GB; smaller values, "
+                        "or --yes to run it anyway")
     if seconds and (seconds > CEILING_SECONDS or (base_time and seconds > CEILING_RATIO * base_time)):
         ci = check_values(src, {})
         sizes = {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")}
@@ -466,7 +545,12 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     from .chapters import estimate
 
     est = estimate(src, config, committed) if device == "cpu" else None  # the cost model, once per run
-    if not yes and device == "cpu":
+    cache_folder = None
+    if cache and not inplace:
+        cache_base = Path(config["cache_dir"]) if config.get("cache_dir") else root / "runs" / src.stem / "cache"
+        cache_folder = cache_base / cache_key(src, dict(config, device=device))
+    done = _finished_run(cache_folder)  # a run of this configuration ran to its end: its work is saved
+    if not yes and device == "cpu" and done is None:
         _over_the_ceiling(src, config, committed, est)
     if inplace:
         out_dir = src.parent
@@ -486,10 +570,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         raise UserError(f"{out_dir}: cannot write the executed notebook there ({e.strerror or e})") from None
 
     params = dict(values)
-    if cache and not inplace:
-        key = cache_key(src, dict(config, device=device))
-        base = Path(config["cache_dir"]) if config.get("cache_dir") else root / "runs" / src.stem / "cache"
-        folder = base / key
+    if cache_folder is not None:
+        base, folder = cache_base, cache_folder
         try:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "config.json").write_text(json.dumps(dict(config, device=device, cache_dir=None), indent=1))
@@ -509,7 +591,10 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
     ci = check_values(src, {})
     differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
-    if differs and device == "cpu":
+    if done is not None and not quiet:
+        print(f"mfattn: this configuration ran to its end before from this cache; its saved work is read back, "
+              f"not recomputed (the last run from it took {_fmt_seconds(done)})", file=sys.stderr)
+    elif differs and device == "cpu":
         # the chapter's own cost model: the committed ci run's cells, each times the growth of the work it does
         if est is not None:
             top = "; ".join(b for _, b in est[1][:3])
@@ -610,6 +695,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             else:
                 os.environ[k] = v
     seconds = time.perf_counter() - t0
+    if cache_folder is not None:
+        _atomic_write_text(cache_folder / "finished.json", json.dumps({"seconds": round(seconds, 2)}))
     executed = nbformat.read(target, as_version=4)
     if inplace:
         from .chapters import strip_papermill
@@ -619,6 +706,10 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         strip_papermill(executed)
         executed.metadata["mfattn"] = provenance(src, seconds, config["profile"], code)
         executed.metadata["mfattn"]["cell_seconds"] = per_cell  # the runner's overall progress bar reads them
+        # the kernel's peak resident memory (the largest child this process waited for), for the memory ceiling
+        import resource
+
+        executed.metadata["mfattn"]["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
         nbformat.write(executed, final)
         target.unlink()
         target = final
