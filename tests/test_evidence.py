@@ -53,12 +53,37 @@ def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
         # each result's row, with the anchor its verdicts link back to
         from mfattn.book import _slug
 
-        assert f'\n| <span id="{_slug(name)}"></span>{name} |' in page, name
+        from mfattn.evidence import result_label
+
+        shown = result_label(name).replace("*", "\\*")
+        assert f'\n| <span id="{_slug(name)}"></span>{shown} |' in page, name
+        assert "2026perceptrons" not in shown  # a citation key reads as author and year
     for row in table(records):
         assert row["verdicts"] or row["reason"], row["result"]
     # the results this book tests
     tested = {row["result"] for row in table(records) if row["verdicts"]}
     assert {"Lemma 2.1", "Thm 4.1", "Thm 4.3", "Thm 5.2", "Thm 7.8", "(15)", "(36)"} <= tested
+
+
+def test_the_map_is_compact_and_its_math_is_not_escaped(records):
+    """One short line per result, the verdicts behind it in collapsed details; a star inside math
+    stays a star (an escaped one is a MathJax error)."""
+    from mfattn.evidence import STANDINGS, standing
+
+    page = markdown(records)
+    rows = [ln for ln in page.splitlines() if ln.startswith('| <span id="r-')]
+    assert len(rows) == len(RESULTS) + len(COMPANION) + len(BEYOND)
+    for ln in rows:
+        summary = ln.rsplit(" | ", 1)[-1].split("<details>")[0]
+        assert len(summary) < 400, summary  # the verdict texts are behind the details
+    import re
+
+    maths = re.findall(r"\$[^$]+\$", page)
+    assert maths and not [m for m in maths if "\\*" in m]
+    assert "$N^{*}=x^{*}/\\varepsilon$" in page
+    for r in records:
+        assert standing(r) in STANDINGS
+    assert any(standing(r) == "replicated evidence" for r in records)
 
 
 def test_collect_rejects_unknown_kinds_and_references(tmp_path):

@@ -11,6 +11,7 @@ checks that every result appears on it and that its counts are the chapters' cou
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from .verdicts import EVIDENCE, KINDS
 
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
 
-__all__ = ["RESULTS", "COMPANION", "BEYOND", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
-           "replication_table", "markdown", "provenance", "status_markdown", "claims_json"]
+__all__ = ["RESULTS", "COMPANION", "BEYOND", "STANDINGS", "collect", "group", "flag", "standing", "table", "counts",
+           "replicated_evidence", "headline", "replication_table", "markdown", "result_label", "provenance",
+           "status_markdown", "claims_json"]
 
 
 def _notebooks(root) -> list[Path]:
@@ -354,9 +356,111 @@ def headline(records: list[dict]) -> str:
 
 def _esc(s: str) -> str:
     """Markdown-safe text for a table cell, its e-notation numbers written for a reader and never
-    broken across lines (:func:`mfattn.companion.render.number_html`)."""
-    s = s.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
-    return _ENOTATION.sub(lambda m: number_html(m.group(0)), s)
+    broken across lines (:func:`mfattn.companion.render.number_html`). Math (``$...$``) is left as
+    it is but for its pipes: an escaped star inside it is a MathJax error."""
+    parts = re.split(r"(\$[^$]+\$)", s)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(part.replace("|", "\\|"))
+        else:
+            part = part.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
+            out.append(_ENOTATION.sub(lambda m: number_html(m.group(0)), part))
+    return "".join(out)
+
+
+def _bib_authors(root: Path | None = None) -> dict:
+    """``{key: "Surname et al. YEAR"}`` from the book's ``references.bib`` (the first author's
+    surname, LaTeX accents made letters), for citation keys a reader can read."""
+    import unicodedata
+
+    path = Path(root or Path(__file__).resolve().parents[3]) / "book" / "references.bib"
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    out = {}
+    for m in re.finditer(r"@\w+\{([^,]+),(.*?)\n\}", text, re.S):
+        key, body = m.group(1).strip(), m.group(2)
+        a = re.search(r"author\s*=\s*\{(.*?)\},?\s*\n", body, re.S)
+        y = re.search(r"year\s*=\s*\{?(\d{4})", body)
+        if not a:
+            continue
+        names = [n.strip() for n in re.split(r"\s+and\s+", a.group(1))]
+        first = names[0].split(",")[0] if "," in names[0] else names[0].split()[-1]
+        first = re.sub(r"\\'\s*\{?(\w)\}?", lambda q: q.group(1) + "\u0301", first)
+        first = re.sub(r"\\`\s*\{?(\w)\}?", lambda q: q.group(1) + "\u0300", first)
+        first = unicodedata.normalize("NFC", re.sub(r"[{}\\]", "", first))
+        out[key] = f"{first}{' et al.' if len(names) > 2 else ''} {y.group(1) if y else ''}".strip()
+    return out
+
+
+def result_label(name: str, authors: dict | None = None) -> str:
+    """A result's name as the map shows it: a citation key made short author-year text
+    (``alvarezlopez2026perceptrons Thm 3.5`` -> ``Álvarez-López et al. 2026, Thm 3.5``).
+
+    Parameters
+    ----------
+    name : str
+        The result's name in :mod:`mfattn.companion.results`.
+    authors : dict, optional
+        ``{key: text}``; the book's bibliography by default.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from mfattn.evidence import result_label
+    >>> result_label("alvarezlopez2026perceptrons Thm 3.5")
+    'Álvarez-López et al. 2026, Thm 3.5'
+    >>> result_label("Thm 5.2")
+    'Thm 5.2'
+    """
+    authors = _bib_authors() if authors is None else authors
+    key, _, rest = name.partition(" ")
+    return f"{authors[key]}, {rest}" if key in authors and rest else authors.get(name, name)
+
+
+#: The order in which a result's verdicts are shown, strongest first (:func:`standing`).
+STANDINGS = ("replicated evidence", "fragile", "not yet replicated", "evidence FAIL", "hypothesis", "external",
+             "check")
+
+
+def standing(record: dict) -> str:
+    """What a verdict is worth, in one of the map's words (defined on the evidence map):
+    ``replicated evidence``; ``fragile`` (counted as evidence, but not so in 9 of 10 replicates);
+    ``not yet replicated``; ``evidence FAIL`` (counted as evidence and failed in this run, and not
+    replicated as a PASS); ``hypothesis``; ``external``; ``check``.
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record as :func:`collect` returns it.
+
+    Returns
+    -------
+    str
+        One of :data:`STANDINGS`.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import standing
+    >>> standing(dict(kind="claim", status="PASS", evidence=True)), standing(dict(kind="claim", status="PASS"))
+    ('not yet replicated', 'check')
+    """
+    from .replicate import replicated
+
+    g = group(record)
+    if g != "evidence":
+        return g
+    rep = record.get("replication")
+    if rep is None or rep.get("n", 0) < 10:
+        return "evidence FAIL" if record["status"] == "FAIL" else "not yet replicated"
+    if record["status"] == "PASS" and replicated(rep):
+        return "replicated evidence"
+    return "fragile" if rep.get("evidence", 0) > 0 or record["status"] == "PASS" else "evidence FAIL"
 
 
 def _tag(r: dict) -> str:
@@ -396,8 +500,9 @@ def markdown(records: list[dict]) -> str:
     | [02-finite-n](../notebooks/02-finite-n.ipynb) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
     >>> print(next(line for line in lines if "Thm 4.1 |" in line))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
     | <span id="r-thm-4-1"></span>Thm 4.1 | $\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14) | <span class="mfattn-tag
-    mfattn-pass">PASS</span> claim: error vs N (<a href="../notebooks/02-finite-n.html#v-...">02</a>;
-    *check: no counterfactual named*) |
+    mfattn-pass">PASS</span> **check** (claim, chapter <a href="../notebooks/02-finite-n.html#v-...">02</a>)<details><summary>1
+    verdict, chapter 02</summary><span class="mfattn-tag mfattn-pass">PASS</span> claim: error vs N (<a
+    href="../notebooks/02-finite-n.html#v-...">02</a>; *check: no counterfactual named*)</details> |
     """
     rep = replicated_evidence(records)
     lines = ["| chapter | evidence | of it replicated | hypotheses | checks | external |", "|---|---|---|---|---|---|"]
@@ -410,16 +515,23 @@ def markdown(records: list[dict]) -> str:
         lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {cell('evidence')} | "
                      f"{n_rep if replicated_any else 'not replicated yet'} | {cell('hypothesis')} | {cell('check')} | "
                      f"{cell('external')} |")
-    lines += ["", "| result | what it says | verdicts (kind, status, chapter; what it is worth) |", "|---|---|---|"]
+    lines += ["", "| result | what it says | strongest verdict (all of them one click away) |", "|---|---|---|"]
+    authors = _bib_authors()
     for row in table(records):
-        if row["verdicts"]:
-            v = "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; "
-                            f"*{_esc(flag(r))}*)" for r in row["verdicts"])
-            if row["note"]:
-                v += f"<br>*note*: {_esc(row['note'])}"
+        vs = sorted(row["verdicts"], key=lambda r: STANDINGS.index(standing(r)))
+        if vs:
+            best = vs[0]
+            chapters = sorted({r["chapter"][:2] for r in vs})
+            v = (f"{_tag(best)} **{standing(best)}** ({best['kind']}, chapter {_link(best)})"
+                 f"<details><summary>{len(vs)} verdict{'s' if len(vs) > 1 else ''}, chapter"
+                 f"{'s' if len(chapters) > 1 else ''} {', '.join(chapters)}</summary>"
+                 + "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; *{_esc(flag(r))}*)"
+                               for r in vs)
+                 + (f"<br>*note*: {_esc(row['note'])}" if row["note"] else "") + "</details>")
         else:
             v = f"*not tested*: {_esc(row['reason'])}"
-        lines.append(f'| <span id="{_slug(row["result"])}"></span>{row["result"]} | {_esc(row["what"])} | {v} |')
+        lines.append(f'| <span id="{_slug(row["result"])}"></span>{_esc(result_label(row["result"], authors))} | '
+                     f'{_esc(row["what"])} | {v} |')
     return "\n".join(lines)
 
 
