@@ -316,9 +316,9 @@ class ChaosSetup:
 
 
 class Corrected(NamedTuple):
-    """Floor-corrected values (:func:`floor_corrected`).
+    """Floor-corrected values (:func:`floor_corrected`), a named tuple with the fields below.
 
-    Attributes
+    Parameters
     ----------
     values : ndarray
         The corrected values.

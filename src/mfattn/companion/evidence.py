@@ -522,14 +522,17 @@ def markdown(records: list[dict]) -> str:
         if vs:
             best = vs[0]
             chapters = sorted({r["chapter"][:2] for r in vs})
-            v = (f"{_tag(best)} **{standing(best)}** ({best['kind']}, chapter {_link(best)})"
+            kind = "" if best["kind"] == standing(best) else f"{best['kind']}, "
+            v = (f"{_tag(best)} **{standing(best)}** ({kind}chapter {_link(best)})"
                  f"<details><summary>{len(vs)} verdict{'s' if len(vs) > 1 else ''}, chapter"
                  f"{'s' if len(chapters) > 1 else ''} {', '.join(chapters)}</summary>"
                  + "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; *{_esc(flag(r))}*)"
                                for r in vs)
                  + (f"<br>*note*: {_esc(row['note'])}" if row["note"] else "") + "</details>")
         else:
-            v = f"*not tested*: {_esc(row['reason'])}"
+            head, sep, rest = row["reason"].partition(": ")
+            v = (f"*not tested*: {_esc(head)}<details><summary>why</summary>{_esc(rest)}</details>"
+                 if sep and len(head) <= 40 else f"*not tested*: {_esc(row['reason'])}")
         lines.append(f'| <span id="{_slug(row["result"])}"></span>{_esc(result_label(row["result"], authors))} | '
                      f'{_esc(row["what"])} | {v} |')
     return "\n".join(lines)
