@@ -187,7 +187,7 @@ def test_new_chapter_from_the_template_runs_and_builds(tmp_path):
 
 
 def test_list_names_the_chapters_with_titles_and_run_times():
-    from mfattn.runner import _fmt_seconds, ci_seconds
+    from mfattn.runner import fmt_seconds, ci_seconds
 
     res = run_cli("list")
     assert res.returncode == 0, res.stderr
@@ -197,7 +197,7 @@ def test_list_names_the_chapters_with_titles_and_run_times():
         title = next(ln[2:] for ln in md.read_text().splitlines() if ln.startswith("# "))
         assert line.endswith(title)
         sec = ci_seconds(md.with_suffix(".ipynb"))
-        assert line.split()[1] == "-" if sec is None else f" {_fmt_seconds(sec)} " in line
+        assert line.split()[1] == "-" if sec is None else f" {fmt_seconds(sec)} " in line
     assert "run CH --inplace" in res.stdout
 
 

@@ -51,12 +51,12 @@ def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
     page = markdown(records)
     for name, *_ in RESULTS + COMPANION + BEYOND:
         # each result's row, with the anchor its verdicts link back to
-        from mfattn.book import _slug
+        from mfattn.book import result_anchor
 
         from mfattn.evidence import result_label
 
         shown = result_label(name).replace("*", "\\*")
-        assert f'\n| <span id="{_slug(name)}"></span>{shown} |' in page, name
+        assert f'\n| <span id="{result_anchor(name)}"></span>{shown} |' in page, name
         assert "2026perceptrons" not in shown  # a citation key reads as author and year
     for row in table(records):
         assert row["verdicts"] or row["reason"], row["result"]
@@ -124,7 +124,7 @@ def test_notes_are_shown_beside_verdicts():
 def test_the_map_and_the_verdicts_link_both_ways(records):
     """Each verdict on the map links to its row in the chapter, and each verdict row in a chapter
     links to the map's row of every result it bears on: the anchors on both sides exist."""
-    from mfattn.book import _slug, verdict_anchor
+    from mfattn.book import result_anchor, verdict_anchor
 
     page = markdown(records)
     anchors = set(re.findall(r'<span id="(r-[^"]+)"></span>', page))
@@ -137,8 +137,8 @@ def test_the_map_and_the_verdicts_link_both_ways(records):
                 assert f'href="../notebooks/{ch}.html#{verdict_anchor(r["claim"])}"' in page
             assert f'id="{verdict_anchor(r["claim"])}"' in html, (ch, r["claim"])
             for ref in r["ref"]:
-                assert _slug(ref) in anchors, ref
-                assert f'href="../book/evidence.html#{_slug(ref)}"' in html
+                assert result_anchor(ref) in anchors, ref
+                assert f'href="../book/evidence.html#{result_anchor(ref)}"' in html
 
 
 def test_a_verdict_citing_an_unknown_result_is_refused_where_the_chapter_reports():

@@ -202,13 +202,13 @@ def _main(argv=None) -> int:
             raise UserError(f"--older-than {args.older_than:g}: must be >= 0 days")
         return disk.main_clean(repo_root(), args)
     if args.command == "list":
-        from .runner import _fmt_seconds, list_chapters
+        from .runner import fmt_seconds, list_chapters
 
         rows = list_chapters(repo_root())
         w = max(len(r[0]) for r in rows)
         print(f"{'chapter'.ljust(w)}  ci run  title")
         for stem, ttl, sec in rows:
-            print(f"{stem.ljust(w)}  {(_fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
+            print(f"{stem.ljust(w)}  {(fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
         print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
               "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
         return 0

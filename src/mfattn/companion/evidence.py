@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from .render import _ENOTATION, _slug, number_html, verdict_anchor
+from .render import ENOTATION, result_anchor, number_html, verdict_anchor
 from .verdicts import EVIDENCE, KINDS
 
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
@@ -77,7 +77,7 @@ def collect(root: Path | str | None = None) -> list[dict]:
         src = nb_path.with_suffix(".md")
         reps = rp.load(root).get(nb_path.stem)
         fresh = reps is not None and src.exists() and reps["key"] == rp.key(src)
-        for i, r in enumerate(rp._records(nb_path)):
+        for i, r in enumerate(rp.verdict_records(nb_path)):
             r = dict(r, chapter=nb_path.stem, group=group(r))
             if fresh and i < len(reps["verdicts"]):
                 r["replication"] = reps["verdicts"][i]
@@ -365,7 +365,7 @@ def _esc(s: str) -> str:
             out.append(part.replace("|", "\\|"))
         else:
             part = part.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
-            out.append(_ENOTATION.sub(lambda m: number_html(m.group(0)), part))
+            out.append(ENOTATION.sub(lambda m: number_html(m.group(0)), part))
     return "".join(out)
 
 
@@ -533,7 +533,7 @@ def markdown(records: list[dict]) -> str:
             head, sep, rest = row["reason"].partition(": ")
             v = (f"*not tested*: {_esc(head)}<details><summary>why</summary>{_esc(rest)}</details>"
                  if sep and len(head) <= 40 else f"*not tested*: {_esc(row['reason'])}")
-        lines.append(f'| <span id="{_slug(row["result"])}"></span>{_esc(result_label(row["result"], authors))} | '
+        lines.append(f'| <span id="{result_anchor(row["result"])}"></span>{_esc(result_label(row["result"], authors))} | '
                      f'{_esc(row["what"])} | {v} |')
     return "\n".join(lines)
 

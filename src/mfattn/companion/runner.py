@@ -34,7 +34,8 @@ from .chapters import UserError, repo_root  # UserError: one line on stderr, exi
 __all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
 
 
-def _code_cells(src: Path) -> str:
+def code_cells(src: Path) -> str:
+    """A chapter's code cells, joined: what the cache key hashes and the constant check reads."""
     import jupytext
 
     return "\n\n".join(c.source for c in jupytext.read(src).cells if c.cell_type == "code")
@@ -75,7 +76,7 @@ def code_version(src) -> str:
         if f.name in _TOOLING:
             continue
         h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(_code_cells(Path(src)).encode())
+    h.update(code_cells(Path(src)).encode())
     return h.hexdigest()
 
 
@@ -115,7 +116,8 @@ def cache_key(src, config: dict) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def _fmt_seconds(s: float) -> str:
+def fmt_seconds(s: float) -> str:
+    """Seconds as the command line prints them (``42 s``, ``3m05``, ``2 h 05``)."""
     s = int(round(s))
     if s < 60:
         return f"{s} s"
@@ -466,7 +468,7 @@ def _over_the_ceiling(src: Path, config: dict, committed: Path, est) -> None:
         sizes = {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")}
         name = growth(config, sizes, shrink=True)[1]
         why = f"{name} {config[name]!r} (ci: {ci[name]!r})" if name else "the chapter's sizes"
-        raise UserError(f"{src.stem}: estimated {_fmt_seconds(seconds)} on this CPU ({why}), over the ceiling of "
+        raise UserError(f"{src.stem}: estimated {fmt_seconds(seconds)} on this CPU ({why}), over the ceiling of "
                         f"{CEILING_SECONDS // 3600} h or {CEILING_RATIO}x the ci run; smaller values, or --yes to "
                         "run it anyway")
 
@@ -536,7 +538,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         raise UserError(str(e)) from None
     from .verdicts import constant_counterfactuals
 
-    typed = constant_counterfactuals(_code_cells(src))
+    typed = constant_counterfactuals(code_cells(src))
     if typed:
         raise UserError(f"{src.stem}: a measured control must be a value the run computed, not a constant: "
                         f"{typed[0]} (name a theory's number with competitor(..., source=))")
@@ -585,7 +587,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
 
     base_time = ci_seconds(committed)
     if not quiet:
-        took = f"; its ci run took {_fmt_seconds(base_time)} when committed" if base_time else ""
+        took = f"; its ci run took {fmt_seconds(base_time)} when committed" if base_time else ""
         print(f"mfattn: running {src.stem} (profile {config['profile']}, device {device}){took}", file=sys.stderr)
         if "cache_dir" in params:
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
@@ -593,18 +595,18 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
     if done is not None and not quiet:
         print(f"mfattn: this configuration ran to its end before from this cache; its saved work is read back, "
-              f"not recomputed (the last run from it took {_fmt_seconds(done)})", file=sys.stderr)
+              f"not recomputed (the last run from it took {fmt_seconds(done)})", file=sys.stderr)
     elif differs and device == "cpu":
         # the chapter's own cost model: the committed ci run's cells, each times the growth of the work it does
         if est is not None:
             top = "; ".join(b for _, b in est[1][:3])
-            print(f"mfattn: estimate on this CPU: about {_fmt_seconds(est[0])} (the committed ci run's "
-                  f"{_fmt_seconds(sum(cell_seconds(committed) or [0]))} by cell, each times the growth of its work "
+            print(f"mfattn: estimate on this CPU: about {fmt_seconds(est[0])} (the committed ci run's "
+                  f"{fmt_seconds(sum(cell_seconds(committed) or [0]))} by cell, each times the growth of its work "
                   f"under the chapter's cost model; the largest: {top})", file=sys.stderr)
         elif base_time:
             ratio, which = size_ratio(src, config["profile"])
-            print(f"mfattn: estimate on this CPU: at least {_fmt_seconds(base_time * ratio)} (the ci run's "
-                  f"{_fmt_seconds(base_time)} times {ratio:g}, its largest size ratio: {which}; the committed run "
+            print(f"mfattn: estimate on this CPU: at least {fmt_seconds(base_time * ratio)} (the ci run's "
+                  f"{fmt_seconds(base_time)} times {ratio:g}, its largest size ratio: {which}; the committed run "
                   "recorded no cell times for the cost model)", file=sys.stderr)
         if config["profile"] != "ci":
             print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU", file=sys.stderr)
@@ -715,7 +717,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         target = final
         if list_in_toc(root, final.stem):
             print(f"listed notebooks/{final.stem} in _toc.yml")
-    print(f"executed {src.name} -> {target} in {_fmt_seconds(seconds)}")
+    print(f"executed {src.name} -> {target} in {fmt_seconds(seconds)}")
     print(verdict_summary(target)[0])
     if html:
         page = write_html(target)
@@ -905,9 +907,9 @@ def new_failures(notebook, committed) -> list[str]:
     from .verdicts import EVIDENCE
 
     strip = lambda t: re.sub(r"[-+]?\d[\d.eE+-]*", "#", t)  # noqa: E731
-    before = {strip(r.get("claim", "")) for r in _verdicts(Path(committed)) if r.get("status") != "PASS"} \
+    before = {strip(r.get("claim", "")) for r in verdict_records(Path(committed)) if r.get("status") != "PASS"} \
         if Path(committed).is_file() else set()
-    return [r["claim"] for r in _verdicts(Path(notebook)) if r.get("kind") in EVIDENCE and r.get("status") != "PASS"
+    return [r["claim"] for r in verdict_records(Path(notebook)) if r.get("kind") in EVIDENCE and r.get("status") != "PASS"
             and strip(r.get("claim", "")) not in before]
 
 
@@ -936,7 +938,7 @@ def verdict_summary(notebook) -> tuple[str, bool]:
     """
     from .verdicts import EVIDENCE, KINDS
 
-    records = _verdicts(Path(notebook))
+    records = verdict_records(Path(notebook))
     if not records:
         return "verdicts: none recorded", False
     parts = []
@@ -952,7 +954,8 @@ def verdict_summary(notebook) -> tuple[str, bool]:
     return line, any(r.get("kind") in EVIDENCE for r in fails)
 
 
-def _verdicts(notebook: Path) -> list[dict]:
+def verdict_records(notebook: Path) -> list[dict]:
+    """The verdict records that :func:`mfattn.companion.render.report` stored in an executed notebook, in order."""
     nb = json.loads(Path(notebook).read_text())
     out = []
     for cell in nb["cells"]:
@@ -1005,7 +1008,7 @@ def compare(run, root: Path | None = None) -> int:
     committed = root / "notebooks" / path.name
     if not committed.is_file():
         raise UserError(f"{path.name}: no committed notebook of that name under {root / 'notebooks'}")
-    mine, theirs = _verdicts(path), {v["claim"]: v for v in _verdicts(committed)}
+    mine, theirs = verdict_records(path), {v["claim"]: v for v in verdict_records(committed)}
     if not mine:
         raise UserError(f"{path}: holds no verdicts (did the run finish?)")
     import textwrap

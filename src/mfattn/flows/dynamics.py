@@ -26,7 +26,7 @@ import math
 import torch
 
 from .._checks import check_generator, check_positive
-from .integrate import (Constant, Decaying, Run, _check_start, _grid, as_profile, integrate,  # noqa: F401
+from .integrate import (Constant, Decaying, Run, check_start, record_grid, as_profile, integrate,  # noqa: F401
                         rescaled_time)
 from ..models.particles import ParticleModel
 
@@ -135,8 +135,8 @@ def sgd(
     >>> bool(run.risk[-1] < run.risk[0])
     True
     """
-    _check_start(model, data, heads0, weights)
-    _grid(T, record_every, eps, "eps")
+    check_start(model, data, heads0, weights)
+    record_grid(T, record_every, eps, "eps")
     check_generator(generator)
     if keep is not None:
         check_positive(keep, "keep", integer=True)
@@ -237,7 +237,7 @@ def reference_flow(
     >>> tags.shape   # (steps, Runge-Kutta stages, n, L, d_x)
     torch.Size([4, 4, 4, 3, 3])
     """
-    _check_start(model, data, particles0, None)
+    check_start(model, data, particles0, None)
     return integrate(model, data, particles0, stepper="rk4", step=step, T=T, record_every=record_every, zeta=zeta,
                      batch_size=None, keep=keep, dissipation=True, statistics=statistics, keep_stages=keep_stages,
                      keep_at=keep_at, progress=progress, desc="reference flow")

@@ -953,7 +953,7 @@ class Adam(Stepper):
 
 
 # ---------------------------------------------------------------------------- integrator
-def _grid(T, record_every, step, name):
+def record_grid(T, record_every, step, name):
     check_positive(T, "T")
     check_positive(record_every, "record_every")
     check_positive(step, name)
@@ -966,7 +966,7 @@ def _grid(T, record_every, step, name):
     return per_record, n_records
 
 
-def _check_start(model: ParticleModel, data, heads0, weights):
+def check_start(model: ParticleModel, data, heads0, weights):
     if not isinstance(model, ParticleModel):
         raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
     data = model.check_data(data)
@@ -1101,8 +1101,8 @@ def integrate(
     0.068
     """
     stepper = make_stepper(stepper)
-    data, heads, weights = _check_start(model, data, heads0, weights)
-    per_record, n_records = _grid(T, record_every, step, "step")
+    data, heads, weights = check_start(model, data, heads0, weights)
+    per_record, n_records = record_grid(T, record_every, step, "step")
     zeta = as_profile(zeta)
     if batch_size is _DEFAULT:
         batch_size = stepper.default_batch
