@@ -55,7 +55,7 @@ LAYOUT = {
                "distributed", "tasks"),
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
     "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling", "chaos"),
-    "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate",
+    "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate", "shard",
                   "checkhtml", "sweep", "plotting", "bench", "roofline", "disk"),
 }
 #: Short module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``).

@@ -1,6 +1,6 @@
 """Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill;
 ``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
-(:mod:`mfattn.models.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.companion.bench`);
+(:mod:`mfattn.companion.shard`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.companion.bench`);
 ``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.companion.checkhtml`);
 ``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.companion.chapters`);
 ``python -m mfattn new NAME`` starts a chapter from the template ``mfattn/companion/templates/chapter.md``;
@@ -163,65 +163,102 @@ def _main(argv=None) -> int:
 
         bench.add_arguments(p_bench)
     if command == "shard":
-        from ..models import distributed
+        from . import shard
 
-        distributed.add_arguments(p_shard)
+        shard.add_arguments(p_shard)
     p_html = sub.add_parser("check-html", help="open every page of the built book in headless Chromium and "
                             "report faults (mfattn.checkhtml)")
     p_html.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
     p_html.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
     args = parser.parse_args(argv)
-    if args.command == "check-html":
-        from . import checkhtml
+    return COMMANDS[args.command](args)
 
-        return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
-    if args.command == "replicate":
-        return replicate.main(args)
-    if args.command == "bench":
-        bench.main(args)
-        return 0
-    if args.command == "shard":
-        distributed.run(args)
-        return 0
-    if args.command == "new":
-        new_chapter(repo_root(), args.name, args.title)
-        return 0
-    if args.command == "params":
-        print_params(find_chapter(repo_root(), args.chapter))
-        return 0
-    if args.command == "runs":
-        return disk.main_runs(repo_root())
-    if args.command == "clean":
-        if args.chapter:
-            # a folder of runs/ that `runs` lists (e.g. one an --out named) is taken as it is;
-            # otherwise a chapter's name or prefix
-            listed = {e["chapter"] for e in disk.inventory(repo_root())} - {"-"}
-            if args.chapter not in listed:
-                args.chapter = find_chapter(repo_root(), args.chapter).stem
-        if args.older_than is not None and args.older_than < 0:
-            raise UserError(f"--older-than {args.older_than:g}: must be >= 0 days")
-        return disk.main_clean(repo_root(), args)
-    if args.command == "list":
-        from .runner import fmt_seconds, list_chapters
 
-        rows = list_chapters(repo_root())
-        w = max(len(r[0]) for r in rows)
-        print(f"{'chapter'.ljust(w)}  ci run  title")
-        for stem, ttl, sec in rows:
-            print(f"{stem.ljust(w)}  {(fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
-        print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
-              "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
-        return 0
-    if args.command == "compare":
-        from .runner import compare
+# ------------------------------------------------------------------ one function per subcommand
+def _cmd_check_html(args) -> int:
+    from . import checkhtml
 
-        compare(args.run)
-        return 0
-    if args.command == "html":
-        from .runner import write_html
+    return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
 
-        print(write_html(args.notebook))
-        return 0
+
+def _cmd_replicate(args) -> int:
+    from . import replicate
+
+    return replicate.main(args)
+
+
+def _cmd_bench(args) -> int:
+    from . import bench
+
+    bench.main(args)
+    return 0
+
+
+def _cmd_shard(args) -> int:
+    from . import shard
+
+    shard.run(args)
+    return 0
+
+
+def _cmd_new(args) -> int:
+    new_chapter(repo_root(), args.name, args.title)
+    return 0
+
+
+def _cmd_params(args) -> int:
+    print_params(find_chapter(repo_root(), args.chapter))
+    return 0
+
+
+def _cmd_runs(args) -> int:
+    from . import disk
+
+    return disk.main_runs(repo_root())
+
+
+def _cmd_clean(args) -> int:
+    from . import disk
+
+    if args.chapter:
+        # a folder of runs/ that `runs` lists (e.g. one an --out named) is taken as it is;
+        # otherwise a chapter's name or prefix
+        listed = {e["chapter"] for e in disk.inventory(repo_root())} - {"-"}
+        if args.chapter not in listed:
+            args.chapter = find_chapter(repo_root(), args.chapter).stem
+    if args.older_than is not None and args.older_than < 0:
+        raise UserError(f"--older-than {args.older_than:g}: must be >= 0 days")
+    return disk.main_clean(repo_root(), args)
+
+
+def _cmd_list(args) -> int:
+    from .runner import fmt_seconds, list_chapters
+
+    rows = list_chapters(repo_root())
+    w = max(len(r[0]) for r in rows)
+    print(f"{'chapter'.ljust(w)}  ci run  title")
+    for stem, ttl, sec in rows:
+        print(f"{stem.ljust(w)}  {(fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
+    print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
+          "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from .runner import compare
+
+    compare(args.run)
+    return 0
+
+
+def _cmd_html(args) -> int:
+    from .runner import write_html
+
+    print(write_html(args.notebook))
+    return 0
+
+
+def _cmd_run(args) -> int:
     from .runner import EXIT_FAILED_CLAIM, new_failures, verdict_summary
 
     path = run(args)
@@ -232,6 +269,12 @@ def _main(argv=None) -> int:
             print("new failures against the committed notebook: " + " | ".join(fresh), file=sys.stderr)
         return EXIT_FAILED_CLAIM if fresh else 0
     return EXIT_FAILED_CLAIM if verdict_summary(path)[1] else 0
+
+
+#: Each subcommand's function: ``args -> exit status``.
+COMMANDS = {"run": _cmd_run, "list": _cmd_list, "runs": _cmd_runs, "clean": _cmd_clean, "compare": _cmd_compare,
+            "html": _cmd_html, "new": _cmd_new, "params": _cmd_params, "replicate": _cmd_replicate,
+            "bench": _cmd_bench, "shard": _cmd_shard, "check-html": _cmd_check_html}
 
 
 if __name__ == "__main__":
