@@ -36,9 +36,9 @@ __all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance"
 
 def code_cells(src: Path) -> str:
     """A chapter's code cells, joined: what the cache key hashes and the constant check reads."""
-    import jupytext
+    from .chapters import chapter_cells
 
-    return "\n\n".join(c.source for c in jupytext.read(src).cells if c.cell_type == "code")
+    return "\n\n".join(c.source for c in chapter_cells(src) if c.cell_type == "code")
 
 
 # modules that compute nothing a chapter caches (the command line, the HTML checker, the benchmark)
