@@ -1,6 +1,6 @@
 """Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill;
 ``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
-(:mod:`mfattn.companion.shard`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.companion.bench`);
+(``mfattn.companion.shard``); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.companion.bench`);
 ``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.companion.checkhtml`);
 ``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.companion.chapters`);
 ``python -m mfattn new NAME`` starts a chapter from the template ``mfattn/companion/templates/chapter.md``;

@@ -10,7 +10,7 @@ dissipation). The seeded minibatch draws of :func:`mfattn.flows.dynamics.sgd` ha
 process (same generator, same seed), so the sharded run is the single-process run with the head
 sum reordered.
 
-Launch with torchrun, e.g. two CPU processes (the launcher is :mod:`mfattn.companion.shard`)::
+Launch with torchrun, e.g. two CPU processes (the launcher is ``mfattn.companion.shard``)::
 
     torchrun --standalone --nproc-per-node 2 -m mfattn shard \\
         --task teacher --N 4096 --out run.pt
