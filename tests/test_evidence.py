@@ -147,3 +147,21 @@ def test_a_verdict_citing_an_unknown_result_is_refused_where_the_chapter_reports
 
     with pytest.raises(ValueError, match=r"cites 'Thm 99\.9'.*mfattn/companion/results\.py"):
         report([check_close("x", 1.0, 1.0, 0.1, kind="claim", ref="Thm 99.9")])
+
+
+def test_the_strip_places_this_run_among_its_replicates():
+    """An atypical committed run lies outside the replicates' ticks, a typical one among them; the
+    prediction has its own tick (x positions read back from the SVG)."""
+    import re
+
+    from mfattn.evidence import strip_svg
+
+    def xs(svg, colour):
+        return [float(x) for x in re.findall(rf'<line x1="([\d.]+)"[^>]*stroke="{colour}"', svg)]
+
+    out = strip_svg([0.0, 1.0, 2.0, "nan"], 5.0, 1.0)
+    grey, black, blue = xs(out, "#8c959f"), xs(out, "#000"), xs(out, "#1f6feb")
+    assert len(grey) == 3 and black[0] > max(grey) and min(grey) < blue[0] < max(grey)
+    inside = strip_svg([0.0, 1.0, 2.0], 1.5)
+    assert min(xs(inside, "#8c959f")) < xs(inside, "#000")[0] < max(xs(inside, "#8c959f"))
+    assert strip_svg([], 1.0) == "" and strip_svg(["nan"], None) == ""

@@ -11,6 +11,7 @@ checks that every result appears on it and that its counts are the chapters' cou
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from pathlib import Path
@@ -21,7 +22,7 @@ from .verdicts import EVIDENCE, KINDS
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
 
 __all__ = ["RESULTS", "COMPANION", "BEYOND", "STANDINGS", "collect", "group", "flag", "standing", "table", "counts",
-           "replicated_evidence", "headline", "replication_table", "markdown", "result_label", "provenance",
+           "replicated_evidence", "headline", "replication_table", "strip_svg", "markdown", "result_label", "provenance",
            "status_markdown", "claims_json"]
 
 
@@ -266,6 +267,68 @@ def replicated_evidence(records: list[dict]) -> list[dict]:
             and replicated(r["replication"])]
 
 
+def _number(x) -> float | None:
+    try:
+        v = float(str(x).replace("\u2212", "-").lstrip("~"))
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def strip_svg(values, this_run: float | None, predicted: float | None = None, *, width: int = 120,
+              height: int = 14) -> str:
+    """A strip of the replicates' measured values (grey ticks) beside this run's (a black tick) and the
+    prediction (a blue tick): where the committed run lies among its replicates, at a glance.
+
+    Parameters
+    ----------
+    values : sequence of float
+        The replicates' measured values (non-finite ones are left out).
+    this_run : float or None
+        The committed run's measured value.
+    predicted : float or None
+        The prediction, where it is one number.
+    width, height : int
+        The strip's size in px.
+
+    Returns
+    -------
+    str
+        Inline SVG (``""`` when there is no finite value), with a title a screen reader and a
+        mouse-over read.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import strip_svg
+    >>> svg = strip_svg([-0.55, -0.5, -0.45], -0.62, -0.5)
+    >>> svg.startswith("<svg") and svg.count("<line") == 6 and "this run -0.62" in svg  # axis, 3 + 2 ticks
+    True
+    """
+    vals = [v for v in (_number(x) for x in values) if v is not None]
+    if not vals:
+        return ""
+    pts = vals + [v for v in (this_run, predicted) if v is not None]
+    lo, hi = min(pts), max(pts)
+    pad = (hi - lo) * 0.06 or max(abs(hi), 1e-12) * 0.05
+    lo, hi = lo - pad, hi + pad
+
+    def x(v):
+        return round(2 + (width - 4) * (v - lo) / (hi - lo), 1)
+
+    parts = [f'<line x1="2" y1="{height / 2}" x2="{width - 2}" y2="{height / 2}" stroke="#d0d7de"/>']
+    parts += [f'<line x1="{x(v)}" y1="3" x2="{x(v)}" y2="{height - 3}" stroke="#8c959f"/>' for v in vals]
+    if predicted is not None:
+        parts.append(f'<line x1="{x(predicted)}" y1="0" x2="{x(predicted)}" y2="{height}" stroke="#1f6feb" '
+                     'stroke-dasharray="2,1"/>')
+    if this_run is not None:
+        parts.append(f'<line x1="{x(this_run)}" y1="0" x2="{x(this_run)}" y2="{height}" stroke="#000" stroke-width="2"/>')
+    title = (f"the {len(vals)} replicates from {min(vals):.3g} to {max(vals):.3g}"
+             + (f"; this run {this_run:.3g}" if this_run is not None else "")
+             + (f"; predicted {predicted:.3g}" if predicted is not None else ""))
+    return (f'<svg class="mfattn-strip" width="{width}" height="{height}" role="img" aria-label="{title}">'
+            f"<title>{title}</title>{''.join(parts)}</svg>")
+
+
 def replication_table(chapter: str, records: list[dict]) -> str:
     """The table a chapter page shows under its verdicts: for each verdict, this run's status, what it
     counts as, and how it replicated under other seeds (:func:`flag`), so that a row that passed
@@ -299,13 +362,16 @@ def replication_table(chapter: str, records: list[dict]) -> str:
     lines = ["## How each verdict replicated", "",
              "Each verdict of the table above, rerun under ten other seeds (`python -m mfattn replicate "
              f"{chapter[:2]}`): what this run gives, what the verdict counts as, and how it came out in the "
-             "replicates, with the median and the range of their measured values. The words are defined on "
-             "the evidence map.", "",
-             "| verdict | this run | counted as | replicates |", "|---|---|---|---|"]
+             "replicates, with the median and the range of their measured values. The strip shows the ten "
+             "values (grey) beside this run's (black) and the prediction (blue, dashed): a committed run that "
+             "lies apart from its replicates is atypical. The words are defined on the evidence map.", "",
+             "| verdict | this run | counted as | replicates | spread |", "|---|---|---|---|---|"]
     for r in mine:
         claim = r["claim"] if len(r["claim"]) <= 90 else r["claim"][:88].rstrip() + "…"
+        rep = r.get("replication") or {}
+        strip = strip_svg(rep.get("values", []), _number(r.get("measured")), _number(r.get("predicted")))
         lines.append(f"| <a href=\"#{verdict_anchor(r['claim'])}\">{_esc(claim)}</a> | {r['status']} | {group(r)} | "
-                     f"{_esc(flag(r))} |")
+                     f"{_esc(flag(r))} | {strip} |")
     return "\n".join(lines)
 
 
