@@ -219,6 +219,33 @@ def test_memory_ceiling_and_a_completed_cache(toy):
     assert "ran to its end before from this cache" in res.stderr and "estimate on this CPU" not in res.stderr
 
 
+def test_a_run_in_slices_through_cache_pack_and_restore(toy, tmp_path):
+    """A configuration's finished work packed into an archive and restored on a fresh checkout of
+    the same code is not computed again; an archive reaching outside runs/ is refused."""
+    import shutil
+    import tarfile
+
+    assert cli(toy, "run", "01", "-p", "n_points", "5", "--out", "a", "--quiet").returncode == 0
+    n = len(calls(toy))
+    res = cli(toy, "cache", "pack", "01", "-p", "n_points", "5", "--out", str(tmp_path / "slice.tar.gz"))
+    assert res.returncode == 0 and "packed" in res.stdout, res.stderr
+    shutil.rmtree(toy / "runs")                      # a fresh machine: nothing finished
+    res = cli(toy, "cache", "restore", str(tmp_path / "slice.tar.gz"))
+    assert res.returncode == 0 and "restored" in res.stdout, res.stderr
+    res = cli(toy, "run", "01", "-p", "n_points", "5", "--out", "b")
+    assert res.returncode == 0 and len(calls(toy)) == n  # every point read back, none computed
+    assert "ran to its end before from this cache" in res.stderr
+    # nothing finished for another configuration; an archive with a path outside runs/CHAPTER/cache/
+    assert cli(toy, "cache", "pack", "01", "-p", "n_points", "9", "--out", str(tmp_path / "x.tar.gz")).returncode == 2
+    evil = tmp_path / "evil.tar.gz"
+    (tmp_path / "payload").write_text("x")
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(tmp_path / "payload", arcname="../outside.txt")
+    res = cli(toy, "cache", "restore", str(evil))
+    assert res.returncode == 2 and "outside runs/CHAPTER/cache/" in res.stderr and not (toy.parent / "outside.txt").exists()
+    assert cli(toy, "cache", "restore", str(tmp_path / "none.tar.gz")).returncode == 2
+
+
 def test_paper_profile_on_a_cpu_warns_with_an_estimate(toy):
     nb = toy / "notebooks" / "01-toy.ipynb"
     res = cli(toy, "run", "01", "--inplace", "--quiet")

@@ -138,6 +138,16 @@ def _main(argv=None) -> int:
     p_clean = sub.add_parser("clean", help="remove caches, replicates or runs from runs/ (lists them first: "
                              "nothing goes without --yes)")
     disk.add_arguments(p_clean)
+    p_cache = sub.add_parser("cache", help="pack one configuration's finished work into an archive, or restore "
+                             "one (a long run in slices on machines lent for minutes)")
+    cache_sub = p_cache.add_subparsers(dest="action", required=True)
+    p_pack = cache_sub.add_parser("pack", help="runs/CHAPTER/cache/KEY of this configuration -> a .tar.gz")
+    p_pack.add_argument("chapter", help="chapter name or prefix, e.g. 02")
+    p_pack.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    p_pack.add_argument("--profile", help="profile of sizes: ci (default) or paper")
+    p_pack.add_argument("--out", required=True, help="the archive to write (.tar.gz)")
+    p_restore = cache_sub.add_parser("restore", help="a .tar.gz of cache pack -> runs/ (beside what is there)")
+    p_restore.add_argument("archive")
     p_cmp = sub.add_parser("compare", help="a run's verdicts beside the committed notebook's")
     p_cmp.add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
     p_view = sub.add_parser("html", help="an HTML page of an executed chapter notebook (nothing is re-executed)")
@@ -231,6 +241,27 @@ def _cmd_clean(args) -> int:
     return disk.main_clean(repo_root(), args)
 
 
+def _cmd_cache(args) -> int:
+    from . import disk
+
+    root = repo_root()
+    try:
+        if args.action == "pack":
+            src = find_chapter(root, args.chapter)
+            values = {name: parse_value(value) for name, value in args.param}
+            if args.profile is not None:
+                values["profile"] = args.profile
+            out, n = disk.pack(root, src, values, args.out)
+            print(f"packed {n} finished files of {src.stem} into {out}; on another checkout of the same commit: "
+                  f"python -m mfattn cache restore {out}, then the same run command resumes from them")
+        else:
+            for folder in disk.restore(root, args.archive):
+                print(f"restored {sum(1 for f in folder.rglob('*') if f.is_file())} files into {folder.relative_to(root)}")
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return 0
+
+
 def _cmd_list(args) -> int:
     from .runner import fmt_seconds, list_chapters
 
@@ -274,7 +305,7 @@ def _cmd_run(args) -> int:
 #: Each subcommand's function: ``args -> exit status``.
 COMMANDS = {"run": _cmd_run, "list": _cmd_list, "runs": _cmd_runs, "clean": _cmd_clean, "compare": _cmd_compare,
             "html": _cmd_html, "new": _cmd_new, "params": _cmd_params, "replicate": _cmd_replicate,
-            "bench": _cmd_bench, "shard": _cmd_shard, "check-html": _cmd_check_html}
+            "bench": _cmd_bench, "shard": _cmd_shard, "check-html": _cmd_check_html, "cache": _cmd_cache}
 
 
 if __name__ == "__main__":

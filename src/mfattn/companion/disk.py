@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-__all__ = ["KINDS", "inventory", "clean", "main_runs", "main_clean"]
+__all__ = ["KINDS", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
 
 #: What an entry of ``runs/`` is.
 KINDS = ("cache", "replicate", "run", "html-assets")
@@ -194,6 +194,115 @@ def main_clean(root: Path, args) -> int:
     else:
         print(f"{len(chosen)} entries, {total}: nothing removed; add --yes to remove them")
     return 0
+
+
+def pack(root: Path, src: Path, values: dict, out) -> tuple[Path, int]:
+    """Pack the finished work of one configuration of a chapter (its cache folder, see
+    :func:`mfattn.companion.runner.cache_folder_of`) into the archive ``out`` (``.tar.gz``), so that
+    a long run can go on elsewhere: on a machine lent for a few minutes at a time, each slice
+    restores the archive, runs until its time is up (every finished point is saved as it finishes)
+    and packs again.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    src : pathlib.Path
+        The chapter's MyST source.
+    values : dict
+        The run's parameters, as ``run`` takes them (``profile``, ``device`` and ``-p`` values).
+    out : str or pathlib.Path
+        The archive to write.
+
+    Returns
+    -------
+    (pathlib.Path, int)
+        The archive and the number of files it holds.
+
+    Raises
+    ------
+    ValueError
+        Naming ``values`` when the configuration has no finished work here, or a parameter that is
+        invalid.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> from mfattn.companion.disk import pack, restore
+    >>> from mfattn.runner import cache_folder_of
+    >>> src = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> folder = cache_folder_of(root, src, check_values(src, {}), "cpu")
+    >>> folder.mkdir(parents=True)
+    >>> _ = (folder / "point.json").write_text("{}")
+    >>> archive, n = pack(root, src, {}, root / "slice.tar.gz")
+    >>> other = pathlib.Path(tempfile.mkdtemp())          # another checkout of the same commit
+    >>> n, [p.relative_to(other).as_posix() == folder.relative_to(root).as_posix() for p in restore(other, archive)]
+    (1, [True])
+    """
+    import tarfile
+
+    from .chapters import check_values
+    from .runner import _resolve_device, cache_folder_of
+
+    config = check_values(src, values)
+    folder = cache_folder_of(root, src, config, _resolve_device(config.get("device", "cpu")))
+    files = sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []
+    if not files:
+        raise ValueError(f"values: no finished work of this configuration in {folder} (run it first)")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for f in files:
+            tar.add(f, arcname=(Path("runs") / src.stem / "cache" / folder.name / f.relative_to(folder)).as_posix())
+    tmp.replace(out)
+    return out, len(files)
+
+
+def restore(root: Path, archive) -> list[Path]:
+    """Unpack an archive of :func:`pack` into the checkout's ``runs/`` (only there: any other path in
+    it is refused), beside what is already finished. Returns the cache folders it filled.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    archive : str or pathlib.Path
+        A ``.tar.gz`` written by :func:`pack`.
+
+    Returns
+    -------
+    list of pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        Naming ``archive`` when it is missing, unreadable, or holds a path outside
+        ``runs/CHAPTER/cache/``.
+
+    Examples
+    --------
+    See :func:`pack`.
+    """
+    import tarfile
+
+    archive = Path(archive)
+    try:
+        tar = tarfile.open(archive, "r:gz")
+    except (OSError, tarfile.TarError) as e:
+        raise ValueError(f"archive: {archive} cannot be read ({e})") from None
+    with tar:
+        members = tar.getmembers()
+        for m in members:
+            parts = Path(m.name).parts
+            if (m.issym() or m.islnk() or len(parts) < 5 or parts[0] != "runs" or parts[2] != "cache"
+                    or ".." in parts or Path(m.name).is_absolute()):
+                raise ValueError(f"archive: {archive} holds {m.name!r}, outside runs/CHAPTER/cache/")
+        tar.extractall(Path(root), members=members, filter="data")
+    return sorted({Path(root).joinpath(*Path(m.name).parts[:4]) for m in members})
 
 
 def add_arguments(p) -> None:

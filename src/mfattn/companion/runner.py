@@ -337,6 +337,40 @@ def _kill(km) -> None:
             proc.kill()
 
 
+def cache_folder_of(root: Path, src: Path, config: dict, device: str) -> Path:
+    """Where a run of ``config`` on ``device`` keeps its finished work: ``runs/CHAPTER/cache/KEY``, or
+    ``cache_dir/KEY`` when the configuration names one (:func:`cache_key`).
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    src : pathlib.Path
+        The chapter's MyST source.
+    config : dict
+        The run's checked values.
+    device : str
+        The resolved device (``"cpu"``, ``"cuda"``).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> from mfattn.runner import cache_folder_of
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> src = root / "notebooks" / "05-stability.md"
+    >>> cache_folder_of(root, src, check_values(src, {}), "cpu").parent.relative_to(root).as_posix()
+    'runs/05-stability/cache'
+    """
+    base = Path(config["cache_dir"]) if config.get("cache_dir") else Path(root) / "runs" / Path(src).stem / "cache"
+    return base / cache_key(src, dict(config, device=device))
+
+
 def _resolve_device(device: str) -> str:
     if device == "auto" or device.startswith("cuda"):
         import torch
@@ -549,8 +583,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     est = estimate(src, config, committed) if device == "cpu" else None  # the cost model, once per run
     cache_folder = None
     if cache and not inplace:
-        cache_base = Path(config["cache_dir"]) if config.get("cache_dir") else root / "runs" / src.stem / "cache"
-        cache_folder = cache_base / cache_key(src, dict(config, device=device))
+        cache_folder = cache_folder_of(root, src, config, device)
+        cache_base = cache_folder.parent
     done = _finished_run(cache_folder)  # a run of this configuration ran to its end: its work is saved
     if not yes and device == "cpu" and done is None:
         _over_the_ceiling(src, config, committed, est)
