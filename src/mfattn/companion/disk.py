@@ -198,7 +198,7 @@ def main_clean(root: Path, args) -> int:
 
 def pack(root: Path, src: Path, values: dict, out) -> tuple[Path, int]:
     """Pack the finished work of one configuration of a chapter (its cache folder, see
-    :func:`mfattn.companion.runner.cache_folder_of`) into the archive ``out`` (``.tar.gz``), so that
+    ``mfattn.companion.runner.cache_folder_of``) into the archive ``out`` (``.tar.gz``), so that
     a long run can go on elsewhere: on a machine lent for a few minutes at a time, each slice
     restores the archive, runs until its time is up (every finished point is saved as it finishes)
     and packs again.
