@@ -397,14 +397,12 @@ def headline(records: list[dict]) -> str:
     ...                 dict(kind="claim", status="PASS", chapter="02-x")]))
     **1 verdict is replicated evidence**: a claim or derived result that names a counterfactual that could
     have happened and its measurement rejects, and that passed so in at least 9 of at least 10
-    independent replicates. Beside it the committed runs hold 0 more counted as evidence but fragile or
-    not yet replicated, 0 evidence FAILs, 0 hypotheses (0 with their outcome replicated), 1 checks (0
-    replicated) and 0 comparisons with other authors' code (0 replicated).
+    independent replicates. Beside it the committed runs hold 0 fragile, 0 not yet replicated, 0
+    evidence FAILs, 0 hypotheses (0 with their outcome replicated), 1 checks (0 replicated) and 0
+    comparisons with other authors' code (0 replicated); each word as the evidence map defines it.
     """
     rep = replicated_evidence(records)
-    ev = [r for r in records if group(r) == "evidence"]
-    n_more = sum(r["status"] == "PASS" for r in ev) - len(rep)
-    n_fail = sum(r["status"] == "FAIL" for r in ev)
+    st = Counter(standing(r) for r in records)
     from .replicate import replicated
 
     c = Counter(group(r) for r in records)
@@ -414,10 +412,10 @@ def headline(records: list[dict]) -> str:
             f"{'a claim or derived result that names' if one else 'claims and derived results that name'} a "
             f"counterfactual that could have happened and {'its' if one else 'their'}\nmeasurement rejects, and "
             f"that passed so in at least 9 of at least 10 independent replicates. Beside {'it' if one else 'them'}"
-            f"\nthe committed runs hold {n_more} more counted as evidence but fragile or not yet replicated, "
-            f"{n_fail} evidence\nFAILs, {c['hypothesis']} hypotheses ({same['hypothesis']} with their outcome "
-            f"replicated), {c['check']} checks ({same['check']} replicated) and {c['external']} comparisons with "
-            f"other authors' code ({same['external']} replicated).")
+            f"\nthe committed runs hold {st['fragile']} fragile, {st['not yet replicated']} not yet replicated, "
+            f"{st['evidence FAIL']}\nevidence FAILs, {c['hypothesis']} hypotheses ({same['hypothesis']} with their "
+            f"outcome replicated), {c['check']} checks ({same['check']} replicated) and {c['external']}\ncomparisons "
+            f"with other authors' code ({same['external']} replicated); each word as the evidence map defines it.")
 
 
 def _esc(s: str) -> str:
