@@ -128,7 +128,7 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
     without them, a new chapter's trial build, gets none)."""
     from collections import Counter
 
-    from mfattn.evidence import counts, replicated_evidence
+    from mfattn.evidence import counts, group, outcome_replicated, standing
 
     mine = [r for r in records if r["chapter"] == chapter]
     c = counts(mine).get(chapter, Counter())
@@ -137,10 +137,16 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
         n_pass, n_fail = c[(g, "PASS")], c[(g, "FAIL")]
         if n_pass or n_fail:
             parts.append(f"{name}: {n_pass} PASS, {n_fail} FAIL")
-    n_rep = len(replicated_evidence(mine))
+    st = Counter(standing(r) for r in mine)
+    same = Counter(group(r) for r in mine if outcome_replicated(r))
     replicated = any("replication" in r for r in mine)
     old = any("replication" in r and "decisions" not in r["replication"] for r in mine)
-    rep = (f"{n_rep} of the evidence verdicts replicate in at least 9 of 10 other seeds"
+    evidence_words = ", ".join(f"{st[w]} {w}" for w in ("replicated evidence", "fragile", "not yet replicated",
+                                                        "evidence FAIL") if st[w])
+    others = ", ".join(f"{same[g]} of {c[(g, 'PASS')] + c[(g, 'FAIL')]} {name.lower()}"
+                       for g, name in _GROUPS if g != "evidence" and c[(g, "PASS")] + c[(g, "FAIL")])
+    rep = (f"Under ten other seeds: {evidence_words or 'no evidence verdict'}"
+           + (f"; the outcome replicates for {others}" if others else "")
            if replicated else "this chapter's replication is not recorded")
     if old:  # a format-1 record: counts only, under the rules before counterfactuals had to be able to happen
         rep += (" (its replication record predates the rule that a counterfactual must be able to happen, so "

@@ -22,7 +22,7 @@ from .verdicts import EVIDENCE, KINDS
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
 
 __all__ = ["RESULTS", "COMPANION", "BEYOND", "STANDINGS", "collect", "group", "flag", "standing", "table", "counts",
-           "replicated_evidence", "headline", "replication_table", "strip_svg", "markdown", "result_label", "provenance",
+           "replicated_evidence", "outcome_replicated", "headline", "replication_table", "strip_svg", "markdown", "result_label", "provenance",
            "status_markdown", "claims_json"]
 
 
@@ -124,6 +124,34 @@ def _counted(record: dict) -> dict:
     replicates as a check (its outcome, not its counterfactual)."""
     rep = record["replication"]
     return rep if group(record) == "evidence" else dict(rep, kind=group(record))
+
+
+def outcome_replicated(record: dict) -> bool:
+    """Whether a verdict's committed outcome, as the group it counts in, came out again in at least 9
+    of at least 10 replicates (for evidence: passed as evidence; for the others: the same PASS or FAIL).
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record as :func:`collect` returns it.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from mfattn.evidence import outcome_replicated
+    >>> rep = dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL",
+    ...            decisions=[])
+    >>> outcome_replicated(dict(kind="hypothesis", status="FAIL", replication=rep))
+    True
+    >>> outcome_replicated(dict(kind="hypothesis", status="FAIL"))
+    False
+    """
+    from .replicate import replicated
+
+    return bool(record.get("replication")) and replicated(_counted(record))
 
 
 def flag(record: dict) -> str:
@@ -403,10 +431,8 @@ def headline(records: list[dict]) -> str:
     """
     rep = replicated_evidence(records)
     st = Counter(standing(r) for r in records)
-    from .replicate import replicated
-
     c = Counter(group(r) for r in records)
-    same = Counter(group(r) for r in records if r.get("replication") and replicated(_counted(r)))
+    same = Counter(group(r) for r in records if outcome_replicated(r))
     one = len(rep) == 1
     return (f"**{len(rep)} verdict{'' if one else 's'} {'is' if one else 'are'} replicated evidence**: "
             f"{'a claim or derived result that names' if one else 'claims and derived results that name'} a "
