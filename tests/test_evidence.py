@@ -165,3 +165,15 @@ def test_the_strip_places_this_run_among_its_replicates():
     inside = strip_svg([0.0, 1.0, 2.0], 1.5)
     assert min(xs(inside, "#8c959f")) < xs(inside, "#000")[0] < max(xs(inside, "#8c959f"))
     assert strip_svg([], 1.0) == "" and strip_svg(["nan"], None) == ""
+
+
+def test_a_fail_that_replicates_is_never_called_replicated_evidence():
+    """(9.1) at the end of chapter 09's run fails in this run and in every replicate: the map and the
+    tables call it an evidence FAIL, not replicated evidence."""
+    from mfattn.evidence import flag, standing
+
+    rep = dict(n=10, passed=0, evidence=0, by_construction=False, kind="derived", committed="FAIL",
+               q05=-0.6, q50=-0.55, q95=-0.5, values=[-0.55] * 10, decisions=[])
+    rec = dict(kind="derived", status="FAIL", evidence=True, replication=rep, counterfactual={"form": "wrong"})
+    assert standing(rec) == "evidence FAIL"
+    assert flag(rec).startswith("evidence FAIL; FAIL in 10 of 10") and "replicated evidence" not in flag(rec)

@@ -196,7 +196,9 @@ def flag(record: dict) -> str:
                "control": f"; against a measured control ({cf.get('source', '')})"}.get(form, "")
     if rep is None:
         return "not replicated yet" + against
-    return ("replicated evidence; " if replicated(rep) else "") + status(rep) + against
+    # the standing's word where status() does not already say it (a replicated FAIL is no evidence for)
+    prefix = {"replicated evidence": "replicated evidence; ", "evidence FAIL": "evidence FAIL; "}.get(standing(record), "")
+    return prefix + status(rep) + against
 
 
 def table(records: list[dict]) -> list[dict]:
