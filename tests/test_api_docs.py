@@ -10,7 +10,7 @@ import inspect
 import pytest
 
 MODULES = ["model", "data", "softmax", "activations", "particles", "integrate", "linear", "seeds", "dynamics", "optimizers", "baseline", "scaling", "longtime", "smoothness", "fitting",
-           "transport", "sweep", "static", "stability", "tasks", "tokens", "twolayer", "distributed", "book",
+           "transport", "chaos", "sweep", "static", "stability", "tasks", "tokens", "twolayer", "distributed", "shard", "book",
            "evidence", "chapters", "plotting", "fused", "replicate", "verdicts", "render"]
 
 

@@ -31,7 +31,8 @@ CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <table style="width:300px;table-layout:fixed"><tr><td style="width:60px">a long-winded word</td><td>b</td></tr></table>
 <p>a price of $5 and $6 is not math, nor is <code>$x$</code></p>
 <figure><img src="a.png" alt="a red square"><figcaption>beta = 4.0, the run's value (<code>mfattn</code>)</figcaption></figure>
-<div class="cell_output"><pre>verdicts: 2. flag = True, N = 16</pre></div>"""
+<div class="cell_output"><pre>verdicts: 2. flag = True, N = 16</pre></div>
+<p>written for a reader: 5.5 × 10⁻⁴, with <code>eps = 1e-3</code> in code and a version v1.2e5</p>"""
 
 def _player() -> str:
     """A real player from mfattn.plotting.animation: a dot moving across three frames."""
@@ -80,13 +81,15 @@ FAULTS = {
     "animation_caption": f"<div>{PLAYER}</div>",
     # glued Markdown parsed as CommonMark: its math role reaches the reader as "{math}" before code
     "myst_role": '<p>from {math}<code class="docutils literal notranslate">t=200</code> on</p>',
+    "enotation": "<p>the gap falls to 5.5e-04 at the largest N</p>",
+    "too_tall": '<div style="height:46000px"></div>',
 }
 EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "request", "math": "math",
                  "tex_in_text": "math", "alt": "alt", "alt_is_path": "alt", "caption": "caption", "wide": "width",
                  "cut_output": "width", "dollar_tex": "math", "broken_number": "table", "caption_name": "caption",
                  "bare_true": "repr", "true_in_sentence": "repr", "float_dump": "repr",
                  "frozen_animation": "animation", "animation_caption": "caption", "scrolled_code": "width",
-                 "myst_role": "myst"}
+                 "myst_role": "myst", "enotation": "enotation", "too_tall": "height"}
 
 
 @pytest.fixture(scope="module")

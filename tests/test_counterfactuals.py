@@ -16,7 +16,7 @@ import pytest
 
 from mfattn.analysis.fitting import LogLogFit
 from mfattn.companion.evidence import collect
-from mfattn.companion.runner import _code_cells
+from mfattn.companion.runner import code_cells
 from mfattn.companion.verdicts import (MAX_MARGIN, assess, check_at_most, check_close, check_fit, check_fit_at_most,
                                        check_within, competitor, constant_counterfactuals, decide, perturbed, shifted)
 
@@ -38,7 +38,7 @@ def test_a_constant_typed_in_as_a_perturbed_measurement_is_found():
 
 @pytest.mark.parametrize("md", sorted((ROOT / "notebooks").glob("*.md")), ids=lambda p: p.stem[:2])
 def test_no_chapter_types_in_a_measured_control(md):
-    assert constant_counterfactuals(_code_cells(md)) == [], md.stem
+    assert constant_counterfactuals(code_cells(md)) == [], md.stem
 
 
 def test_the_complement_of_a_one_sided_prediction_is_refused():

@@ -206,7 +206,7 @@ def test_chaos_errors_against_the_tagged_characteristics(task):
     """The discrepancies against the run's own tagged characteristics vanish at t = 0 (same draw), are
     bounded by the mean pathwise error (every test function of (24) is 1-Lipschitz: the coupling bound),
     and the risk discrepancy is |E_N(run) - E_N(tags)| computed directly."""
-    from mfattn.dynamics import chaos_errors
+    from mfattn.analysis.chaos import chaos_errors
 
     h0 = cloud(task, 6, 3)
     P0 = cloud(task, 64, 4)

@@ -51,14 +51,39 @@ def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
     page = markdown(records)
     for name, *_ in RESULTS + COMPANION + BEYOND:
         # each result's row, with the anchor its verdicts link back to
-        from mfattn.book import _slug
+        from mfattn.book import result_anchor
 
-        assert f'\n| <span id="{_slug(name)}"></span>{name} |' in page, name
+        from mfattn.evidence import result_label
+
+        shown = result_label(name).replace("*", "\\*")
+        assert f'\n| <span id="{result_anchor(name)}"></span>{shown} |' in page, name
+        assert "2026perceptrons" not in shown  # a citation key reads as author and year
     for row in table(records):
         assert row["verdicts"] or row["reason"], row["result"]
     # the results this book tests
     tested = {row["result"] for row in table(records) if row["verdicts"]}
     assert {"Lemma 2.1", "Thm 4.1", "Thm 4.3", "Thm 5.2", "Thm 7.8", "(15)", "(36)"} <= tested
+
+
+def test_the_map_is_compact_and_its_math_is_not_escaped(records):
+    """One short line per result, the verdicts behind it in collapsed details; a star inside math
+    stays a star (an escaped one is a MathJax error)."""
+    from mfattn.evidence import STANDINGS, standing
+
+    page = markdown(records)
+    rows = [ln for ln in page.splitlines() if ln.startswith('| <span id="r-')]
+    assert len(rows) == len(RESULTS) + len(COMPANION) + len(BEYOND)
+    for ln in rows:
+        summary = ln.rsplit(" | ", 1)[-1].split("<details>")[0]
+        assert len(summary) < 400, summary  # the verdict texts are behind the details
+    import re
+
+    maths = re.findall(r"\$[^$]+\$", page)
+    assert maths and not [m for m in maths if "\\*" in m]
+    assert "$N^{*}=x^{*}/\\varepsilon$" in page
+    for r in records:
+        assert standing(r) in STANDINGS
+    assert any(standing(r) == "replicated evidence" for r in records)
 
 
 def test_collect_rejects_unknown_kinds_and_references(tmp_path):
@@ -99,7 +124,7 @@ def test_notes_are_shown_beside_verdicts():
 def test_the_map_and_the_verdicts_link_both_ways(records):
     """Each verdict on the map links to its row in the chapter, and each verdict row in a chapter
     links to the map's row of every result it bears on: the anchors on both sides exist."""
-    from mfattn.book import _slug, verdict_anchor
+    from mfattn.book import result_anchor, verdict_anchor
 
     page = markdown(records)
     anchors = set(re.findall(r'<span id="(r-[^"]+)"></span>', page))
@@ -112,8 +137,8 @@ def test_the_map_and_the_verdicts_link_both_ways(records):
                 assert f'href="../notebooks/{ch}.html#{verdict_anchor(r["claim"])}"' in page
             assert f'id="{verdict_anchor(r["claim"])}"' in html, (ch, r["claim"])
             for ref in r["ref"]:
-                assert _slug(ref) in anchors, ref
-                assert f'href="../book/evidence.html#{_slug(ref)}"' in html
+                assert result_anchor(ref) in anchors, ref
+                assert f'href="../book/evidence.html#{result_anchor(ref)}"' in html
 
 
 def test_a_verdict_citing_an_unknown_result_is_refused_where_the_chapter_reports():
@@ -122,3 +147,33 @@ def test_a_verdict_citing_an_unknown_result_is_refused_where_the_chapter_reports
 
     with pytest.raises(ValueError, match=r"cites 'Thm 99\.9'.*mfattn/companion/results\.py"):
         report([check_close("x", 1.0, 1.0, 0.1, kind="claim", ref="Thm 99.9")])
+
+
+def test_the_strip_places_this_run_among_its_replicates():
+    """An atypical committed run lies outside the replicates' ticks, a typical one among them; the
+    prediction has its own tick (x positions read back from the SVG)."""
+    import re
+
+    from mfattn.evidence import strip_svg
+
+    def xs(svg, colour):
+        return [float(x) for x in re.findall(rf'<line x1="([\d.]+)"[^>]*stroke="{colour}"', svg)]
+
+    out = strip_svg([0.0, 1.0, 2.0, "nan"], 5.0, 1.0)
+    grey, black, blue = xs(out, "#8c959f"), xs(out, "#000"), xs(out, "#1f6feb")
+    assert len(grey) == 3 and black[0] > max(grey) and min(grey) < blue[0] < max(grey)
+    inside = strip_svg([0.0, 1.0, 2.0], 1.5)
+    assert min(xs(inside, "#8c959f")) < xs(inside, "#000")[0] < max(xs(inside, "#8c959f"))
+    assert strip_svg([], 1.0) == "" and strip_svg(["nan"], None) == ""
+
+
+def test_a_fail_that_replicates_is_never_called_replicated_evidence():
+    """(9.1) at the end of chapter 09's run fails in this run and in every replicate: the map and the
+    tables call it an evidence FAIL, not replicated evidence."""
+    from mfattn.evidence import flag, standing
+
+    rep = dict(n=10, passed=0, evidence=0, by_construction=False, kind="derived", committed="FAIL",
+               q05=-0.6, q50=-0.55, q95=-0.5, values=[-0.55] * 10, decisions=[])
+    rec = dict(kind="derived", status="FAIL", evidence=True, replication=rep, counterfactual={"form": "wrong"})
+    assert standing(rec) == "evidence FAIL"
+    assert flag(rec).startswith("evidence FAIL; FAIL in 10 of 10") and "replicated evidence" not in flag(rec)

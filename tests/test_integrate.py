@@ -223,8 +223,15 @@ def test_a_registered_stepper_is_available_by_name(linear):
         torch.testing.assert_close(a.final, b.final, rtol=0, atol=1e-14)
         with pytest.raises(ValueError, match="already registered"):
             register(type("Other", (GD,), {"name": "half-gd-test"}))
+        with pytest.raises(ValueError, match="already registered"):
+            register(type("GD", (GD,), {"name": "gd", "__module__": __name__}))  # a built-in's name
+        # the cell that defines it run a second time: the same class again, which replaces the first
+        again = register(type(HalfGD.__name__, (GD,), {"name": "half-gd-test", "__module__": HalfGD.__module__,
+                                                        "__qualname__": HalfGD.__qualname__}))
+        assert STEPPERS["half-gd-test"] is again is not HalfGD
     finally:
         STEPPERS.pop("half-gd-test")
+    assert STEPPERS["gd"] is GD
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -184,3 +184,28 @@ def test_resolved_until_finds_where_a_run_leaves_the_flow():
     assert resolved_until(t, slow, I) == t[k0 - 2]  # the record before the first one judged off
     with pytest.raises(ValueError, match="rtol"):
         resolved_until(t, E, I, rtol=0.0)
+
+
+def test_kl_fit_on_a_tail_that_rises_then_falls_and_on_a_flat_one():
+    """Found by a user: a dissipation that rises then falls steeply gave math's OverflowError (the
+    constant c = exp(intercept / 2) beyond float64), and a flat one a fit with NaN bounds."""
+    from mfattn.analysis.longtime import kl_fit
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # tails of every shape: a fit or a ValueError, never another exception, never NaN
+        n = int(rng.integers(5, 30))
+        E = np.sort(rng.random(n) * 10 ** rng.uniform(-6, 2))[::-1] + rng.uniform(0, 2)
+        k = int(rng.integers(1, n))
+        I = np.concatenate([np.geomspace(10 ** rng.uniform(-5, 0), 10 ** rng.uniform(0, 5), k),
+                            np.geomspace(10 ** rng.uniform(0, 5), 10 ** rng.uniform(-8, 0), n - k)])
+        try:
+            fit = kl_fit(E, I)
+        except ValueError:
+            continue
+        assert not np.isnan([fit.theta, fit.theta_lo, fit.theta_hi, fit.c_kl, fit.E_inf]).any()
+        assert fit.theta_lo <= fit.theta <= fit.theta_hi
+    E = 0.5 + np.geomspace(1.0, 1e-3, 20)
+    with pytest.raises(ValueError, match="dissipation: constant"):
+        kl_fit(E, np.ones(20))
+    flat = kl_fit(E, np.ones(20), E_inf=0.5)  # with E_inf given the flat tail is theta = 0 exactly
+    assert flat.theta == 0 and flat.theta_lo == flat.theta_hi == 0

@@ -94,7 +94,7 @@ def test_a_replication_record_is_of_the_committed_chapter(path):
     src = ROOT / "notebooks" / f"{path.stem}.md"
     assert record["key"] == rp.key(src), (
         f"{path.stem} changed since its replication: python -m mfattn replicate {path.stem[:2]}")
-    committed = rp._records(src.with_suffix(".ipynb"))
+    committed = rp.verdict_records(src.with_suffix(".ipynb"))
     assert [e["claim"] for e in record["verdicts"]] == [r["claim"] for r in committed]
     for e in record["verdicts"]:
         assert 0 <= e["evidence"] <= e["passed"] <= e["n"] <= len(record["seeds"])

@@ -199,6 +199,53 @@ def test_failing_cell_ends_in_one_line_with_the_cell_and_the_partial_notebook(to
     assert str(toy / "bad" / "01-toy.ipynb") in lines[0] and (toy / "bad" / "01-toy.ipynb").exists()
 
 
+def test_memory_ceiling_and_a_completed_cache(toy):
+    """--inplace records the kernel's peak memory; a run whose estimated peak exceeds half the
+    machine's is refused in one line (unless --yes); a configuration that ran to its end from its
+    cache is said to cost what its rerun costs, not the cost model's estimate."""
+    nb = toy / "notebooks" / "01-toy.ipynb"
+    assert cli(toy, "run", "01", "--inplace", "--quiet").returncode == 0
+    meta = json.loads(nb.read_text())
+    assert 20 < meta["metadata"]["mfattn"]["peak_rss_mb"] < 4096  # a Python kernel's, in MB
+    meta["metadata"]["mfattn"]["peak_rss_mb"] = 10**8            # as if the ci run had held 100 TB
+    nb.write_text(json.dumps(meta))
+    res = cli(toy, "run", "01", "-p", "n_points", "7", "--out", "m1", "--quiet")
+    assert res.returncode == 2 and "peak memory" in res.stderr and "n_points 7 (ci: 6)" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not (toy / "m1").exists()
+    assert cli(toy, "run", "01", "-p", "n_points", "7", "--out", "m1", "--quiet", "--yes").returncode == 0
+    # the same configuration again: it ran to its end from this cache, so no ceiling and no estimate
+    res = cli(toy, "run", "01", "-p", "n_points", "7", "--out", "m2")
+    assert res.returncode == 0, res.stderr
+    assert "ran to its end before from this cache" in res.stderr and "estimate on this CPU" not in res.stderr
+
+
+def test_a_run_in_slices_through_cache_pack_and_restore(toy, tmp_path):
+    """A configuration's finished work packed into an archive and restored on a fresh checkout of
+    the same code is not computed again; an archive reaching outside runs/ is refused."""
+    import shutil
+    import tarfile
+
+    assert cli(toy, "run", "01", "-p", "n_points", "5", "--out", "a", "--quiet").returncode == 0
+    n = len(calls(toy))
+    res = cli(toy, "cache", "pack", "01", "-p", "n_points", "5", "--out", str(tmp_path / "slice.tar.gz"))
+    assert res.returncode == 0 and "packed" in res.stdout, res.stderr
+    shutil.rmtree(toy / "runs")                      # a fresh machine: nothing finished
+    res = cli(toy, "cache", "restore", str(tmp_path / "slice.tar.gz"))
+    assert res.returncode == 0 and "restored" in res.stdout, res.stderr
+    res = cli(toy, "run", "01", "-p", "n_points", "5", "--out", "b")
+    assert res.returncode == 0 and len(calls(toy)) == n  # every point read back, none computed
+    assert "ran to its end before from this cache" in res.stderr
+    # nothing finished for another configuration; an archive with a path outside runs/CHAPTER/cache/
+    assert cli(toy, "cache", "pack", "01", "-p", "n_points", "9", "--out", str(tmp_path / "x.tar.gz")).returncode == 2
+    evil = tmp_path / "evil.tar.gz"
+    (tmp_path / "payload").write_text("x")
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(tmp_path / "payload", arcname="../outside.txt")
+    res = cli(toy, "cache", "restore", str(evil))
+    assert res.returncode == 2 and "outside runs/CHAPTER/cache/" in res.stderr and not (toy.parent / "outside.txt").exists()
+    assert cli(toy, "cache", "restore", str(tmp_path / "none.tar.gz")).returncode == 2
+
+
 def test_paper_profile_on_a_cpu_warns_with_an_estimate(toy):
     nb = toy / "notebooks" / "01-toy.ipynb"
     res = cli(toy, "run", "01", "--inplace", "--quiet")
@@ -222,6 +269,23 @@ def test_html_of_a_run_renders_its_outputs_and_glue_without_executing(toy):
     page = Path(res.stdout.strip().splitlines()[-1]).read_text()
     assert "The sweep" in page and "add up to" in page and ">30<" in page  # the glued figure
     assert len(calls(toy)) == n  # nothing re-executed
+    # outside a runs/ folder the shared assets go to the checkout's runs/, never beside the input
+    assert not (toy / "run" / ".html-static").exists() and (toy / "runs" / ".html-static").is_dir()
+    # a file that is not an executed notebook is refused in one line
+    (toy / "README.md").write_text("# toy\n")
+    (toy / "broken.ipynb").write_text("{not json")
+    for bad in ("README.md", "broken.ipynb"):
+        res = cli(toy, "html", bad)
+        assert res.returncode == 2 and "not an executed notebook" in res.stderr and "Traceback" not in res.stderr
+    assert not (toy / ".html-static").exists()
+    # a citation resolves to the references page built beside the chapter (it rendered as "[]")
+    nb = nbformat.read(toy / "run" / "01-toy.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("As {cite:t}`mei2018meanfield` showed."))
+    nbformat.write(nb, toy / "run" / "cited.ipynb")
+    res = cli(toy, "html", str(toy / "run" / "cited.ipynb"))
+    assert res.returncode == 0, res.stderr
+    page = Path(res.stdout.strip().splitlines()[-1]).read_text()
+    assert "Mei" in page and "references.html#id" in page and "[]" not in page
 
 
 def test_html_pages_share_one_copy_of_the_theme_assets(toy):
@@ -255,6 +319,12 @@ def test_html_pages_share_one_copy_of_the_theme_assets(toy):
     assert not (toy / "runs" / "01-toy" / "a").exists() and not list((toy / "runs" / ".html-static").glob("*"))
     assert (toy / "runs" / "01-toy" / "cache").is_dir()  # caches were not selected
     assert cli(toy, "clean", "--older-than", "-1").returncode == 2
+    # a folder that --out made under runs/ is listed as a chapter by `runs`, and `clean` takes it
+    assert cli(toy, "run", "01", "--out", str(toy / "runs" / "my-run"), "--quiet").returncode == 0
+    assert "my-run " in cli(toy, "runs").stdout
+    res = cli(toy, "clean", "--chapter", "my-run", "--yes")
+    assert res.returncode == 0 and "removed 1 entries" in res.stdout and not (toy / "runs" / "my-run").exists()
+    assert cli(toy, "clean", "--chapter", "no-such").returncode == 2
 
 
 def test_compare_prints_a_run_beside_the_committed_verdicts(toy):
@@ -318,6 +388,16 @@ def test_usage_errors_exit_2_and_say_so_in_one_line(toy):
         res = cli(toy, *args)
         assert res.returncode == 2, (args, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("mfattn: "), res.stderr
+    # a cache folder that cannot be written (a file in the way; a runs/ that is no folder): one line, exit 2
+    (toy / "runs").write_text("")
+    for args in (["run", "01", "-p", "cache_dir", "a-file/below", "--out", "o1"], ["run", "01", "--out", "o2"],
+                 ["run", "01"]):
+        res = cli(toy, *args, "--quiet")
+        assert res.returncode == 2, (args, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("mfattn: "), res.stderr
+        assert "Traceback" not in res.stderr
+    assert "cache_dir" in cli(toy, "run", "01", "--out", "o2", "--quiet").stderr
+    (toy / "runs").unlink()
     res = cli(toy, "--help")
     assert "exit status:" in res.stdout and "130" in res.stdout and "3 " in res.stdout
 

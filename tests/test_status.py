@@ -94,9 +94,9 @@ def test_status_page_has_every_chapter_with_its_recorded_time_and_counts(records
         if meta.get("commit"):
             assert meta["commit"][:10] in row
         # the verdict counts, from the notebook's own records rather than through collect
-        from mfattn.runner import _verdicts
+        from mfattn.runner import verdict_records
 
-        mine = _verdicts(ROOT / "notebooks" / f"{ch}.ipynb")
+        mine = verdict_records(ROOT / "notebooks" / f"{ch}.ipynb")
         hyp = [v for v in mine if v["kind"] == "hypothesis"]
         counts_row = next(line for line in page.splitlines() if line.startswith(f"| {ch[:2]} |"))
         n_pass = sum(v["status"] == "PASS" for v in hyp)
@@ -108,9 +108,9 @@ def test_status_page_has_every_chapter_with_its_recorded_time_and_counts(records
 def test_claims_download_holds_every_verdict_with_its_commit(records):
     doc = json.loads(claims_json(ROOT, records))
     assert doc["paper"] == "arXiv 2606.10469"
-    from mfattn.runner import _verdicts
+    from mfattn.runner import verdict_records
 
-    total = sum(len(_verdicts(ROOT / "notebooks" / f"{ch}.ipynb")) for ch in CHAPTERS)
+    total = sum(len(verdict_records(ROOT / "notebooks" / f"{ch}.ipynb")) for ch in CHAPTERS)
     assert len(doc["verdicts"]) == total
     for v in doc["verdicts"]:
         meta = json.loads((ROOT / "notebooks" / f"{v['chapter']}.ipynb").read_text())["metadata"]["mfattn"]

@@ -47,6 +47,11 @@ def test_torch_loaded_first_is_reported():
                          env={k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"},
                          capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "False"
+    # and said, once, with the remedy
+    assert out.stderr.count("ThreadPolicyWarning") == 1 and "import mfattn first" in out.stderr
+    quiet = subprocess.run([sys.executable, "-c", "import mfattn, torch"], capture_output=True, text=True, timeout=300,
+                           env={k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"})
+    assert "ThreadPolicyWarning" not in quiet.stderr
 
 
 def test_numbas_openmp_runtime_sleeps_too():

@@ -315,7 +315,7 @@ def test_fused_token_sums_equal_the_stored_kernel(B, n, d, dtype):
     beta = torch.logspace(-1, 3.3, B, dtype=torch.float64)
     S, Z = fused.token_sums(X.to(dtype), beta.to(dtype))
     X = X.to(dtype).double()  # the oracle in float64 on the same tokens
-    W = tk._kernel(X, beta)
+    W = tk.interaction_kernel(X, beta)
     assert S.dtype == Z.dtype == dtype and S.shape == (B, n, d) and Z.shape == (B, n)
     # the exponent beta (<x_i, x_j> - 1) carries the dot product's rounding times beta
     eps = torch.finfo(dtype).eps

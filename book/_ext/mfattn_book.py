@@ -12,6 +12,9 @@
   chapter, after its opening cell, its verdicts at a glance and its downloads (the executed notebook
   and its MyST source). These pages are re-read at every build, since they depend on files that
   Sphinx does not track.
+* Numbers in e-notation in the prose (glued values, docstrings: ``5.5e-04``) are written for a
+  reader (``5.5 × 10⁻⁴``, ``0.0036``), as the verdict tables write theirs; code, math, outputs and
+  raw HTML are left as they are.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
     without them, a new chapter's trial build, gets none)."""
     from collections import Counter
 
-    from mfattn.evidence import counts, replicated_evidence
+    from mfattn.evidence import counts, group, outcome_replicated, standing
 
     mine = [r for r in records if r["chapter"] == chapter]
     c = counts(mine).get(chapter, Counter())
@@ -134,10 +137,16 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
         n_pass, n_fail = c[(g, "PASS")], c[(g, "FAIL")]
         if n_pass or n_fail:
             parts.append(f"{name}: {n_pass} PASS, {n_fail} FAIL")
-    n_rep = len(replicated_evidence(mine))
+    st = Counter(standing(r) for r in mine)
+    same = Counter(group(r) for r in mine if outcome_replicated(r))
     replicated = any("replication" in r for r in mine)
     old = any("replication" in r and "decisions" not in r["replication"] for r in mine)
-    rep = (f"{n_rep} of the evidence verdicts replicate in at least 9 of 10 other seeds"
+    evidence_words = ", ".join(f"{st[w]} {w}" for w in ("replicated evidence", "fragile", "not yet replicated",
+                                                        "evidence FAIL") if st[w])
+    others = ", ".join(f"{same[g]} of {c[(g, 'PASS')] + c[(g, 'FAIL')]} {name.lower()}"
+                       for g, name in _GROUPS if g != "evidence" and c[(g, "PASS")] + c[(g, "FAIL")])
+    rep = (f"Under ten other seeds: {evidence_words or 'no evidence verdict'}"
+           + (f"; the outcome replicates for {others}" if others else "")
            if replicated else "this chapter's replication is not recorded")
     if old:  # a format-1 record: counts only, under the rules before counterfactuals had to be able to happen
         rep += (" (its replication record predates the rule that a counterfactual must be able to happen, so "
@@ -229,7 +238,43 @@ def _always_reread(app, env, added, changed, removed):
             or d.startswith("notebooks/")]
 
 
+_ENOTATION = re.compile(r"(?<![\w.])(-?)(\d(?:\.\d+)?)e([-+]?\d+)(?![\w.])")
+_SUPER = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def prose_number(m: re.Match) -> str:
+    """An e-notation number as prose shows it: a decimal for exponents -3 to 3 (its significant
+    digits kept), else ``m × 10ⁿ`` joined by narrow no-break spaces (``10ⁿ`` alone for ``m = 1``)."""
+    sign, mant, exp = m.group(1), m.group(2), int(m.group(3))
+    digits = len(mant.split(".")[1]) if "." in mant else 0
+    minus = "\u2212" if sign else ""
+    if -3 <= exp <= 3:
+        return minus + f"{float(mant) * 10.0 ** exp:.{max(digits - exp, 0)}f}"
+    power = "10" + str(exp).translate(_SUPER)
+    return minus + (power if mant == "1" else f"{mant}\u202f\u00d7\u202f{power}")
+
+
+def _prose_numbers(app, doctree, docname):
+    """Rewrite e-notation in the page's text nodes (not in code, math, outputs or raw HTML)."""
+    from docutils import nodes
+
+    skip = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw, nodes.comment,
+            nodes.doctest_block)
+    for text in list(doctree.findall(nodes.Text)):
+        if not _ENOTATION.search(text.astext()):
+            continue
+        parent, inside = text.parent, False
+        while parent is not None:
+            if isinstance(parent, skip) or "cell_output" in (parent.get("classes", []) if hasattr(parent, "get") else []):
+                inside = True
+                break
+            parent = parent.parent
+        if not inside:
+            text.parent.replace(text, nodes.Text(_ENOTATION.sub(prose_number, text.astext())))
+
+
 def setup(app):
+    app.connect("doctree-resolved", _prose_numbers)
     app.connect("html-page-context", _drop_duplicate_scripts)
     app.connect("source-read", _evidence_headline)
     app.connect("source-read", _status)

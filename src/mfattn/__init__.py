@@ -37,13 +37,25 @@ import sys as _sys
 THREAD_POLICY_APPLIED = "torch" not in _sys.modules or "OMP_WAIT_POLICY" in _os.environ
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+
+class ThreadPolicyWarning(UserWarning):
+    """torch was imported before mfattn, so its OpenMP threads keep spinning while they wait."""
+
+
+if not THREAD_POLICY_APPLIED:
+    import warnings as _warnings
+
+    _warnings.warn("torch was imported before mfattn, so torch's OpenMP threads spin while they wait, which "
+                   "slows a run beside another busy process (about 1.5x); import mfattn first, or set "
+                   "OMP_WAIT_POLICY=PASSIVE in the environment", ThreadPolicyWarning, stacklevel=2)
+
 #: The package's layout: each subpackage and its modules (the first three are the science layer).
 LAYOUT = {
     "models": ("particles", "model", "fused", "data", "softmax", "activations", "twolayer", "linear", "tokens", "baseline",
                "distributed", "tasks"),
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
-    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling"),
-    "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate",
+    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling", "chaos"),
+    "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate", "shard",
                   "checkhtml", "sweep", "plotting", "bench", "roofline", "disk"),
 }
 #: Short module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``).

@@ -241,7 +241,7 @@ class KLFit(NamedTuple):
         when that was fitted).
     ``c_kl`` : float
         ``exp(intercept / 2)``: the ``c`` of the fitted equality, not a lower bound (see
-        :func:`kl_constant`).
+        :func:`kl_constant`); ``inf`` when it lies beyond float64 (a fitted exponent far from the data).
     ``E_inf`` : float
         The limit energy, given or estimated.
     ``E_inf_lo``, ``E_inf_hi`` : float
@@ -304,10 +304,24 @@ class KLFit(NamedTuple):
         return self.theta_lo <= theta <= self.theta_hi
 
 
+class _Line(NamedTuple):
+    slope: float
+    intercept: float
+    stderr: float
+
+
 def _regress(logG, logI):
     res = stats.linregress(logG, logI)
     rss = float(np.sum((logI - res.intercept - res.slope * logG) ** 2))
-    return res, rss
+    # an exact line has no error (scipy leaves that of a constant y undefined)
+    stderr = 0.0 if rss == 0 and np.isnan(res.stderr) else res.stderr
+    return _Line(res.slope, res.intercept, stderr), rss
+
+
+def _exp(x: float) -> float:
+    """exp(x), ``inf`` beyond float64's range (a constant ``c`` of a tail whose fitted exponent is far
+    from the data's scale), instead of math's OverflowError."""
+    return math.exp(x) if x < 709.0 else math.inf
 
 
 def kl_fit(risk, dissipation, *, E_inf: float | None = None, level: float = 0.95, grid: int = 400) -> KLFit:
@@ -377,12 +391,15 @@ def kl_fit(risk, dissipation, *, E_inf: float | None = None, level: float = 0.95
             raise ValueError(f"E_inf: must be finite and below every recorded energy (min {E.min():.6g})")
         res, rss = _regress(np.log(E - E_inf), logI)
         half = stats.t.ppf(0.5 + level / 2, E.size - 2) * res.stderr
-        return KLFit(res.slope / 2, (res.slope - half) / 2, (res.slope + half) / 2, math.exp(res.intercept / 2),
+        return KLFit(res.slope / 2, (res.slope - half) / 2, (res.slope + half) / 2, _exp(res.intercept / 2),
                      E_inf, E_inf, E_inf, False, level, E.size, rss)
     # profile over u = log(min E - E_inf), from far below the tail's spread to just under its end
     spread = float(E.max() - E.min())
     if spread <= 0:
         raise ValueError("risk: the energy does not change along the tail")
+    if np.ptp(logI) == 0:
+        raise ValueError("dissipation: constant along the tail, so every E_inf fits it exactly and none can be "
+                         "estimated (pass E_inf)")
     e_min = float(E.min())
     u_lo, u_hi = math.log(spread * 1e-8), math.log(spread * 1e3)
 
@@ -411,7 +428,7 @@ def kl_fit(risk, dissipation, *, E_inf: float | None = None, level: float = 0.95
         los.append((res.slope - tq * res.stderr) / 2)
         his.append((res.slope + tq * res.stderr) / 2)
     res, rss = _regress(np.log(E - e_min + math.exp(u_best)), logI)
-    return KLFit(res.slope / 2, min(los), max(his), math.exp(res.intercept / 2), e_min - math.exp(u_best),
+    return KLFit(res.slope / 2, min(los), max(his), _exp(res.intercept / 2), e_min - math.exp(u_best),
                  e_min - math.exp(right), e_min - math.exp(left), True, level, E.size, rss)
 
 

@@ -395,7 +395,7 @@ def feature_derivative_max(
         return model.forward(X, h)[0][diag, diag] @ model.W_out
 
     fn = _directional(psi, order)[order]
-    model._mask_bias(L)  # built outside the transforms, so the cached mask holds no AD level
+    model.causal_bias(L)  # built outside the transforms, so the cached mask holds no AD level
     opt = torch.optim.Adam([dict(params=[omega], lr=lr * radius), dict(params=[X], lr=lr * x_norm),
                             dict(params=[u], lr=lr)])
     best = DerivativeMax(torch.full((K,), -1.0, dtype=f64), omega.detach().clone(), X.detach().clone(),

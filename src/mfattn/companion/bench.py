@@ -496,7 +496,7 @@ def run_tokens(repeats: int = 15) -> dict:
                                 perceptron=tk.Perceptron.sample(d, generator=g, activation="gelu"))
 
         def stored():
-            W = tk._kernel(X, s.beta)
+            W = tk.interaction_kernel(X, s.beta)
             return W @ X, W.sum(-1)
 
         S, Z = _fused.token_sums(X, s.beta)

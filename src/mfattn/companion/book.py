@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import torch
 
-from .render import _slug, number_html, print_grid, report, show_config, verdict_anchor, verdict_table_html  # noqa: F401
+from .render import result_anchor, number_html, print_grid, report, show_config, verdict_anchor, verdict_table_html  # noqa: F401
 from .verdicts import (EVIDENCE, FORMS, KINDS, MAX_MARGIN, RULES, Counterfactual, Verdict, all_passed,  # noqa: F401
                        assess, check_at_most, check_close, check_fit, check_fit_at_most, check_within, competitor,
                        decide, fmt, perturbed, resolution, shifted, summary)

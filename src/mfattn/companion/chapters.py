@@ -172,13 +172,30 @@ class Parameter:
     comment: str  # the line's comment: what the parameter is
 
 
-def _cells(path: Path):
+_PARSED: dict = {}
+
+
+def _parsed(path: Path, what: str, parse):
+    """``parse(path)``, once per version of the file (its path, size and modification time): a run
+    reads a chapter's cells and front matter from several places, and parses them once. A deep copy
+    is returned, so that no caller changes another's."""
+    import copy
+
+    st = path.stat()
+    key = (str(path.resolve()), what, st.st_mtime_ns, st.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = parse(path)
+    return copy.deepcopy(_PARSED[key])
+
+
+def chapter_cells(path: Path):
+    """The cells of the chapter's MyST source (jupytext), parsed once per version of the file."""
     import jupytext
 
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"path: {path} is not a chapter source")
-    return jupytext.read(path).cells
+    return _parsed(path, "cells", lambda p: jupytext.read(p).cells)
 
 
 def declared(path) -> dict | None:
@@ -222,7 +239,7 @@ def declared(path) -> dict | None:
     text = path.read_text()
     if not text.startswith("---\n"):
         return None
-    head = yaml.safe_load(text[4:text.index("\n---", 4)]) or {}
+    head = _parsed(path, "front matter", lambda p: yaml.safe_load(text[4:text.index("\n---", 4)]) or {})
     table = head.get("mfattn-parameters")
     if not table:
         return None
@@ -276,7 +293,7 @@ def parameters(path) -> list[Parameter]:
     >>> all(isinstance(p.comment, str) for p in params)
     True
     """
-    cells = [c for c in _cells(path) if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    cells = [c for c in chapter_cells(path) if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     if len(cells) != 1:
         raise ValueError(f"path: {path} has {len(cells)} cells tagged 'parameters', expected 1")
     src = cells[0].source
@@ -334,7 +351,7 @@ def profiles(path) -> dict[str, dict]:
     if table:
         profs = [k for k in next(iter(table.values())) if k not in _META]
         return {prof: {name: entry[prof] for name, entry in table.items()} for prof in profs}
-    for cell in _cells(path):
+    for cell in chapter_cells(path):
         if cell.cell_type != "code":
             continue
         for node in ast.parse(cell.source).body:
@@ -732,7 +749,7 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     except (OSError, ValueError, KeyError):
         return None
     secs = meta.get("cell_seconds")
-    sources = [c.source for c in jupytext.read(path).cells if c.cell_type == "code"]
+    sources = [c.source for c in chapter_cells(path) if c.cell_type == "code"]
     if not secs or len(secs) != len(sources):
         return None
     table = declared(path) or {}
@@ -878,7 +895,7 @@ def title(path) -> str:
     >>> title(root / "notebooks" / "05-stability.md").startswith("Stability of Dirac")
     True
     """
-    for cell in _cells(path):
+    for cell in chapter_cells(path):
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 if line.startswith("# "):

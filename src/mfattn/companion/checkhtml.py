@@ -21,7 +21,11 @@ page and MathJax have finished, the checker fails on
   like a figure);
 * ``width``: an element wider than the text column, or cut by its own scroll box (an output, a
   table, an equation or a code input a reader would have to scroll sideways; the book's stylesheet
-  wraps long code lines at the column).
+  wraps long code lines at the column);
+* ``enotation``: a number in e-notation in the prose (``5.5e-04`` in a sentence, a caption or a
+  heading; code, math, tables and outputs aside): the book writes it ``5.5 × 10⁻⁴``;
+* ``height``: a page taller than its budget (:data:`HEIGHT_BUDGET`, :data:`HEIGHT_BUDGETS`), so
+  that a page meant to be scanned (the evidence map) stays scannable.
 
 It builds nothing: run ``make book`` first. This module is a tool for the book, not part of the
 engine; it imports Playwright only when called.
@@ -40,6 +44,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 VIEWPORT = {"width": 1280, "height": 900}
+#: The tallest a page may be at :data:`VIEWPORT`, in px (50 screens; the longest chapter is about 37,000).
+HEIGHT_BUDGET = 45_000
+#: Pages with a budget of their own: the evidence map is read as a map (about 10 screens).
+HEIGHT_BUDGETS = {"book/evidence.html": 13_500}
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
 # The in-page half of the checks. It returns a list of [kind, message].
@@ -75,6 +83,15 @@ async () => {
     // a MyST role that reached the page as text (glued Markdown parsed as CommonMark shows "{math}" before code)
     if (/\{(math|glue:\w+|ref|numref|cite|eq)\}/.test(text)) faults.push(['myst', 'a MyST role left in the text: ' + describe(p)]);
   }
+  // e-notation in the prose: code, math and outputs aside
+  for (const p of col.querySelectorAll('p, li, dd, h1, h2, h3, h4, figcaption, summary')) {
+    if (p.closest('pre, code, table, .cell_input, .cell_output, .output, .highlight, mjx-container')) continue;
+    let text = '';
+    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    const m = text.match(/(^|[^\w.])(\d(?:\.\d+)?e[-+]?\d+)(?![\w.])/);
+    if (m) faults.push(['enotation', `"${m[2]}" in the prose: ` + describe(p)]);
+  }
+  faults.push(['__height', String(document.documentElement.scrollHeight)]);
   // tables: a word or a number broken across lines inside a cell (the cell is narrower than it)
   for (const cell of col.querySelectorAll('td, th')) {
     if (cell.closest('.cell_input, pre')) continue;
@@ -297,7 +314,12 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
                 page.goto(base + rel, wait_until="load")
                 page.wait_for_timeout(settle_ms)
                 page.wait_for_load_state("load")  # a redirect page (index.html) has moved on by now
-                found.extend(tuple(x) for x in page.evaluate(_PAGE_CHECKS))
+                for kind, message in page.evaluate(_PAGE_CHECKS):
+                    if kind != "__height":
+                        found.append((kind, message))
+                    elif int(message) > HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):
+                        found.append(("height", f"{int(message):,} px tall at {VIEWPORT['width']} px, over its "
+                                                f"budget of {HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):,} px"))
                 page.close()
                 faults.extend(Fault(rel, k, m.encode('utf-8', 'replace').decode('utf-8'))
                               for k, m in dict.fromkeys(found))

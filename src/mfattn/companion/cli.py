@@ -1,6 +1,6 @@
 """Command line: ``python -m mfattn run CHAPTER ...`` executes a chapter through papermill;
 ``torchrun ... -m mfattn shard ...`` runs the engine with heads sharded over processes
-(:mod:`mfattn.models.distributed`); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.companion.bench`);
+(``mfattn.companion.shard``); ``python -m mfattn bench`` measures the engine (:mod:`mfattn.companion.bench`);
 ``python -m mfattn check-html`` checks the built book in headless Chromium (:mod:`mfattn.companion.checkhtml`);
 ``python -m mfattn params CHAPTER`` lists a chapter's parameters (:mod:`mfattn.companion.chapters`);
 ``python -m mfattn new NAME`` starts a chapter from the template ``mfattn/companion/templates/chapter.md``;
@@ -33,7 +33,9 @@ def parse_value(text: str):
 
 def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
     """``python -m mfattn new NAME``: ``notebooks/NN-NAME.md`` from the chapter template (the next free
-    number), listed in ``_toc.yml`` after the last chapter. Returns the new source's path."""
+    number). It enters ``_toc.yml`` when ``run NN --inplace`` writes its notebook (the book renders
+    chapters from their executed notebooks, so a listed chapter without one would break ``make book``).
+    Returns the new source's path."""
     import re
 
     if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
@@ -48,16 +50,10 @@ def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
     text = (template.replace("@@SLUG@@", name).replace("@@FILENAME@@", target.name)
             .replace("@@TITLE@@", title or name.replace("-", " ").capitalize()))
     target.write_text(text)
-    toc = root / "_toc.yml"
-    lines = toc.read_text().splitlines()
-    last = max((i for i, ln in enumerate(lines) if ln.strip().startswith("- file: notebooks/")), default=None)
-    if last is None:
-        raise SystemExit(f"mfattn: {toc} lists no chapter under notebooks/; add {stem} by hand")
-    indent = lines[last][: len(lines[last]) - len(lines[last].lstrip())]
-    lines.insert(last + 1, f"{indent}- file: notebooks/{stem}")
-    toc.write_text("\n".join(lines) + "\n")
-    print(f"created {target.relative_to(root)} and listed it in _toc.yml; run it with: "
-          f"python -m mfattn run {stem[:2]} --out my-run/, then make execute to commit its notebook")
+    print(f"created {target.relative_to(root)}. Try it with: python -m mfattn run {stem[:2]} (the notebook goes "
+          f"under runs/, which git ignores); when it is ready, python -m mfattn run {stem[:2]} --inplace writes "
+          f"notebooks/{stem}.ipynb and lists the chapter in _toc.yml, and make book shows it. A verdict's ref "
+          "names a result declared in src/mfattn/companion/results.py.")
     return target
 
 
@@ -142,11 +138,21 @@ def _main(argv=None) -> int:
     p_clean = sub.add_parser("clean", help="remove caches, replicates or runs from runs/ (lists them first: "
                              "nothing goes without --yes)")
     disk.add_arguments(p_clean)
+    p_cache = sub.add_parser("cache", help="pack one configuration's finished work into an archive, or restore "
+                             "one (a long run in slices on machines lent for minutes)")
+    cache_sub = p_cache.add_subparsers(dest="action", required=True)
+    p_pack = cache_sub.add_parser("pack", help="runs/CHAPTER/cache/KEY of this configuration -> a .tar.gz")
+    p_pack.add_argument("chapter", help="chapter name or prefix, e.g. 02")
+    p_pack.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    p_pack.add_argument("--profile", help="profile of sizes: ci (default) or paper")
+    p_pack.add_argument("--out", required=True, help="the archive to write (.tar.gz)")
+    p_restore = cache_sub.add_parser("restore", help="a .tar.gz of cache pack -> runs/ (beside what is there)")
+    p_restore.add_argument("archive")
     p_cmp = sub.add_parser("compare", help="a run's verdicts beside the committed notebook's")
     p_cmp.add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
     p_view = sub.add_parser("html", help="an HTML page of an executed chapter notebook (nothing is re-executed)")
     p_view.add_argument("notebook", help="an executed chapter notebook")
-    p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template, listed in _toc.yml")
+    p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template (run NN --inplace lists it in _toc.yml)")
     p_new.add_argument("name", help="lowercase words joined by hyphens, e.g. my-experiment")
     p_new.add_argument("--title", default=None, help="the chapter's title")
     p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")
@@ -167,61 +173,123 @@ def _main(argv=None) -> int:
 
         bench.add_arguments(p_bench)
     if command == "shard":
-        from ..models import distributed
+        from . import shard
 
-        distributed.add_arguments(p_shard)
+        shard.add_arguments(p_shard)
     p_html = sub.add_parser("check-html", help="open every page of the built book in headless Chromium and "
                             "report faults (mfattn.checkhtml)")
     p_html.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
     p_html.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
     args = parser.parse_args(argv)
-    if args.command == "check-html":
-        from . import checkhtml
+    return COMMANDS[args.command](args)
 
-        return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
-    if args.command == "replicate":
-        return replicate.main(args)
-    if args.command == "bench":
-        bench.main(args)
-        return 0
-    if args.command == "shard":
-        distributed.run(args)
-        return 0
-    if args.command == "new":
-        new_chapter(repo_root(), args.name, args.title)
-        return 0
-    if args.command == "params":
-        print_params(find_chapter(repo_root(), args.chapter))
-        return 0
-    if args.command == "runs":
-        return disk.main_runs(repo_root())
-    if args.command == "clean":
-        if args.chapter:
+
+# ------------------------------------------------------------------ one function per subcommand
+def _cmd_check_html(args) -> int:
+    from . import checkhtml
+
+    return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
+
+
+def _cmd_replicate(args) -> int:
+    from . import replicate
+
+    return replicate.main(args)
+
+
+def _cmd_bench(args) -> int:
+    from . import bench
+
+    bench.main(args)
+    return 0
+
+
+def _cmd_shard(args) -> int:
+    from . import shard
+
+    shard.run(args)
+    return 0
+
+
+def _cmd_new(args) -> int:
+    new_chapter(repo_root(), args.name, args.title)
+    return 0
+
+
+def _cmd_params(args) -> int:
+    print_params(find_chapter(repo_root(), args.chapter))
+    return 0
+
+
+def _cmd_runs(args) -> int:
+    from . import disk
+
+    return disk.main_runs(repo_root())
+
+
+def _cmd_clean(args) -> int:
+    from . import disk
+
+    if args.chapter:
+        # a folder of runs/ that `runs` lists (e.g. one an --out named) is taken as it is;
+        # otherwise a chapter's name or prefix
+        listed = {e["chapter"] for e in disk.inventory(repo_root())} - {"-"}
+        if args.chapter not in listed:
             args.chapter = find_chapter(repo_root(), args.chapter).stem
-        if args.older_than is not None and args.older_than < 0:
-            raise UserError(f"--older-than {args.older_than:g}: must be >= 0 days")
-        return disk.main_clean(repo_root(), args)
-    if args.command == "list":
-        from .runner import _fmt_seconds, list_chapters
+    if args.older_than is not None and args.older_than < 0:
+        raise UserError(f"--older-than {args.older_than:g}: must be >= 0 days")
+    return disk.main_clean(repo_root(), args)
 
-        rows = list_chapters(repo_root())
-        w = max(len(r[0]) for r in rows)
-        print(f"{'chapter'.ljust(w)}  ci run  title")
-        for stem, ttl, sec in rows:
-            print(f"{stem.ljust(w)}  {(_fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
-        print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
-              "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
-        return 0
-    if args.command == "compare":
-        from .runner import compare
 
-        compare(args.run)
-        return 0
-    if args.command == "html":
-        from .runner import write_html
+def _cmd_cache(args) -> int:
+    from . import disk
 
-        print(write_html(args.notebook))
-        return 0
+    root = repo_root()
+    try:
+        if args.action == "pack":
+            src = find_chapter(root, args.chapter)
+            values = {name: parse_value(value) for name, value in args.param}
+            if args.profile is not None:
+                values["profile"] = args.profile
+            out, n = disk.pack(root, src, values, args.out)
+            print(f"packed {n} finished files of {src.stem} into {out}; on another checkout of the same commit: "
+                  f"python -m mfattn cache restore {out}, then the same run command resumes from them")
+        else:
+            for folder in disk.restore(root, args.archive):
+                print(f"restored {sum(1 for f in folder.rglob('*') if f.is_file())} files into {folder.relative_to(root)}")
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return 0
+
+
+def _cmd_list(args) -> int:
+    from .runner import fmt_seconds, list_chapters
+
+    rows = list_chapters(repo_root())
+    w = max(len(r[0]) for r in rows)
+    print(f"{'chapter'.ljust(w)}  ci run  title")
+    for stem, ttl, sec in rows:
+        print(f"{stem.ljust(w)}  {(fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
+    print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
+          "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from .runner import compare
+
+    compare(args.run)
+    return 0
+
+
+def _cmd_html(args) -> int:
+    from .runner import write_html
+
+    print(write_html(args.notebook))
+    return 0
+
+
+def _cmd_run(args) -> int:
     from .runner import EXIT_FAILED_CLAIM, new_failures, verdict_summary
 
     path = run(args)
@@ -232,6 +300,12 @@ def _main(argv=None) -> int:
             print("new failures against the committed notebook: " + " | ".join(fresh), file=sys.stderr)
         return EXIT_FAILED_CLAIM if fresh else 0
     return EXIT_FAILED_CLAIM if verdict_summary(path)[1] else 0
+
+
+#: Each subcommand's function: ``args -> exit status``.
+COMMANDS = {"run": _cmd_run, "list": _cmd_list, "runs": _cmd_runs, "clean": _cmd_clean, "compare": _cmd_compare,
+            "html": _cmd_html, "new": _cmd_new, "params": _cmd_params, "replicate": _cmd_replicate,
+            "bench": _cmd_bench, "shard": _cmd_shard, "check-html": _cmd_check_html, "cache": _cmd_cache}
 
 
 if __name__ == "__main__":

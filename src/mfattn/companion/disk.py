@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-__all__ = ["KINDS", "inventory", "clean", "main_runs", "main_clean"]
+__all__ = ["KINDS", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
 
 #: What an entry of ``runs/`` is.
 KINDS = ("cache", "replicate", "run", "html-assets")
@@ -171,6 +171,11 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
                 shutil.rmtree(p)
             else:
                 p.unlink(missing_ok=True)
+            # folders the removal left empty (runs/CHAPTER/cache/, runs/CHAPTER/) go too
+            for parent in p.parents:
+                if parent == Path(root) / "runs" or not parent.is_dir() or any(parent.iterdir()):
+                    break
+                parent.rmdir()
     return chosen
 
 
@@ -191,11 +196,121 @@ def main_clean(root: Path, args) -> int:
     return 0
 
 
+def pack(root: Path, src: Path, values: dict, out) -> tuple[Path, int]:
+    """Pack the finished work of one configuration of a chapter (its cache folder, see
+    ``mfattn.companion.runner.cache_folder_of``) into the archive ``out`` (``.tar.gz``), so that
+    a long run can go on elsewhere: on a machine lent for a few minutes at a time, each slice
+    restores the archive, runs until its time is up (every finished point is saved as it finishes)
+    and packs again.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    src : pathlib.Path
+        The chapter's MyST source.
+    values : dict
+        The run's parameters, as ``run`` takes them (``profile``, ``device`` and ``-p`` values).
+    out : str or pathlib.Path
+        The archive to write.
+
+    Returns
+    -------
+    (pathlib.Path, int)
+        The archive and the number of files it holds.
+
+    Raises
+    ------
+    ValueError
+        Naming ``values`` when the configuration has no finished work here, or a parameter that is
+        invalid.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> from mfattn.companion.disk import pack, restore
+    >>> from mfattn.runner import cache_folder_of
+    >>> src = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> folder = cache_folder_of(root, src, check_values(src, {}), "cpu")
+    >>> folder.mkdir(parents=True)
+    >>> _ = (folder / "point.json").write_text("{}")
+    >>> archive, n = pack(root, src, {}, root / "slice.tar.gz")
+    >>> other = pathlib.Path(tempfile.mkdtemp())          # another checkout of the same commit
+    >>> n, [p.relative_to(other).as_posix() == folder.relative_to(root).as_posix() for p in restore(other, archive)]
+    (1, [True])
+    """
+    import tarfile
+
+    from .chapters import check_values
+    from .runner import _resolve_device, cache_folder_of
+
+    config = check_values(src, values)
+    folder = cache_folder_of(root, src, config, _resolve_device(config.get("device", "cpu")))
+    files = sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []
+    if not files:
+        raise ValueError(f"values: no finished work of this configuration in {folder} (run it first)")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for f in files:
+            tar.add(f, arcname=(Path("runs") / src.stem / "cache" / folder.name / f.relative_to(folder)).as_posix())
+    tmp.replace(out)
+    return out, len(files)
+
+
+def restore(root: Path, archive) -> list[Path]:
+    """Unpack an archive of :func:`pack` into the checkout's ``runs/`` (only there: any other path in
+    it is refused), beside what is already finished. Returns the cache folders it filled.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    archive : str or pathlib.Path
+        A ``.tar.gz`` written by :func:`pack`.
+
+    Returns
+    -------
+    list of pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        Naming ``archive`` when it is missing, unreadable, or holds a path outside
+        ``runs/CHAPTER/cache/``.
+
+    Examples
+    --------
+    See :func:`pack`.
+    """
+    import tarfile
+
+    archive = Path(archive)
+    try:
+        tar = tarfile.open(archive, "r:gz")
+    except (OSError, tarfile.TarError) as e:
+        raise ValueError(f"archive: {archive} cannot be read ({e})") from None
+    with tar:
+        members = tar.getmembers()
+        for m in members:
+            parts = Path(m.name).parts
+            if (m.issym() or m.islnk() or len(parts) < 5 or parts[0] != "runs" or parts[2] != "cache"
+                    or ".." in parts or Path(m.name).is_absolute()):
+                raise ValueError(f"archive: {archive} holds {m.name!r}, outside runs/CHAPTER/cache/")
+        tar.extractall(Path(root), members=members, filter="data")
+    return sorted({Path(root).joinpath(*Path(m.name).parts[:4]) for m in members})
+
+
 def add_arguments(p) -> None:
     p.add_argument("--caches", action="store_true", help="finished sweep points (runs/CHAPTER/cache/)")
     p.add_argument("--replicates", action="store_true", help="replication runs (runs/CHAPTER/replicate/)")
     p.add_argument("--runs", action="store_true", help="executed notebooks and their pages (runs/CHAPTER/*/)")
     p.add_argument("--html-assets", action="store_true", help="shared page assets no page links to")
-    p.add_argument("--chapter", default=None, help="only this chapter (name or prefix)")
+    p.add_argument("--chapter", default=None, help="only this chapter (name or prefix), or a folder of runs/ "
+                   "that `runs` lists")
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="only what is unchanged that long")
     p.add_argument("--yes", action="store_true", help="remove (without it, only list what would go)")

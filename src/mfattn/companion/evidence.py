@@ -11,16 +11,19 @@ checks that every result appears on it and that its counts are the chapters' cou
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections import Counter
 from pathlib import Path
 
-from .render import _ENOTATION, _slug, number_html, verdict_anchor
+from .render import ENOTATION, result_anchor, number_html, verdict_anchor
 from .verdicts import EVIDENCE, KINDS
 
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
 
-__all__ = ["RESULTS", "COMPANION", "BEYOND", "collect", "group", "flag", "table", "counts", "replicated_evidence", "headline",
-           "replication_table", "markdown", "provenance", "status_markdown", "claims_json"]
+__all__ = ["RESULTS", "COMPANION", "BEYOND", "STANDINGS", "collect", "group", "flag", "standing", "table", "counts",
+           "replicated_evidence", "outcome_replicated", "headline", "replication_table", "strip_svg", "markdown", "result_label", "provenance",
+           "status_markdown", "claims_json"]
 
 
 def _notebooks(root) -> list[Path]:
@@ -75,7 +78,7 @@ def collect(root: Path | str | None = None) -> list[dict]:
         src = nb_path.with_suffix(".md")
         reps = rp.load(root).get(nb_path.stem)
         fresh = reps is not None and src.exists() and reps["key"] == rp.key(src)
-        for i, r in enumerate(rp._records(nb_path)):
+        for i, r in enumerate(rp.verdict_records(nb_path)):
             r = dict(r, chapter=nb_path.stem, group=group(r))
             if fresh and i < len(reps["verdicts"]):
                 r["replication"] = reps["verdicts"][i]
@@ -123,6 +126,34 @@ def _counted(record: dict) -> dict:
     return rep if group(record) == "evidence" else dict(rep, kind=group(record))
 
 
+def outcome_replicated(record: dict) -> bool:
+    """Whether a verdict's committed outcome, as the group it counts in, came out again in at least 9
+    of at least 10 replicates (for evidence: passed as evidence; for the others: the same PASS or FAIL).
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record as :func:`collect` returns it.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from mfattn.evidence import outcome_replicated
+    >>> rep = dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL",
+    ...            decisions=[])
+    >>> outcome_replicated(dict(kind="hypothesis", status="FAIL", replication=rep))
+    True
+    >>> outcome_replicated(dict(kind="hypothesis", status="FAIL"))
+    False
+    """
+    from .replicate import replicated
+
+    return bool(record.get("replication")) and replicated(_counted(record))
+
+
 def flag(record: dict) -> str:
     """What a verdict record is worth as evidence, in a few words: ``replicated evidence``, or why
     it is weaker (a check, no counterfactual, fragile, not replicated).
@@ -165,7 +196,9 @@ def flag(record: dict) -> str:
                "control": f"; against a measured control ({cf.get('source', '')})"}.get(form, "")
     if rep is None:
         return "not replicated yet" + against
-    return ("replicated evidence; " if replicated(rep) else "") + status(rep) + against
+    # the standing's word where status() does not already say it (a replicated FAIL is no evidence for)
+    prefix = {"replicated evidence": "replicated evidence; ", "evidence FAIL": "evidence FAIL; "}.get(standing(record), "")
+    return prefix + status(rep) + against
 
 
 def table(records: list[dict]) -> list[dict]:
@@ -264,6 +297,68 @@ def replicated_evidence(records: list[dict]) -> list[dict]:
             and replicated(r["replication"])]
 
 
+def _number(x) -> float | None:
+    try:
+        v = float(str(x).replace("\u2212", "-").lstrip("~"))
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def strip_svg(values, this_run: float | None, predicted: float | None = None, *, width: int = 120,
+              height: int = 14) -> str:
+    """A strip of the replicates' measured values (grey ticks) beside this run's (a black tick) and the
+    prediction (a blue tick): where the committed run lies among its replicates, at a glance.
+
+    Parameters
+    ----------
+    values : sequence of float
+        The replicates' measured values (non-finite ones are left out).
+    this_run : float or None
+        The committed run's measured value.
+    predicted : float or None
+        The prediction, where it is one number.
+    width, height : int
+        The strip's size in px.
+
+    Returns
+    -------
+    str
+        Inline SVG (``""`` when there is no finite value), with a title a screen reader and a
+        mouse-over read.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import strip_svg
+    >>> svg = strip_svg([-0.55, -0.5, -0.45], -0.62, -0.5)
+    >>> svg.startswith("<svg") and svg.count("<line") == 6 and "this run -0.62" in svg  # axis, 3 + 2 ticks
+    True
+    """
+    vals = [v for v in (_number(x) for x in values) if v is not None]
+    if not vals:
+        return ""
+    pts = vals + [v for v in (this_run, predicted) if v is not None]
+    lo, hi = min(pts), max(pts)
+    pad = (hi - lo) * 0.06 or max(abs(hi), 1e-12) * 0.05
+    lo, hi = lo - pad, hi + pad
+
+    def x(v):
+        return round(2 + (width - 4) * (v - lo) / (hi - lo), 1)
+
+    parts = [f'<line x1="2" y1="{height / 2}" x2="{width - 2}" y2="{height / 2}" stroke="#d0d7de"/>']
+    parts += [f'<line x1="{x(v)}" y1="3" x2="{x(v)}" y2="{height - 3}" stroke="#8c959f"/>' for v in vals]
+    if predicted is not None:
+        parts.append(f'<line x1="{x(predicted)}" y1="0" x2="{x(predicted)}" y2="{height}" stroke="#1f6feb" '
+                     'stroke-dasharray="2,1"/>')
+    if this_run is not None:
+        parts.append(f'<line x1="{x(this_run)}" y1="0" x2="{x(this_run)}" y2="{height}" stroke="#000" stroke-width="2"/>')
+    title = (f"the {len(vals)} replicates from {min(vals):.3g} to {max(vals):.3g}"
+             + (f"; this run {this_run:.3g}" if this_run is not None else "")
+             + (f"; predicted {predicted:.3g}" if predicted is not None else ""))
+    return (f'<svg class="mfattn-strip" width="{width}" height="{height}" role="img" aria-label="{title}">'
+            f"<title>{title}</title>{''.join(parts)}</svg>")
+
+
 def replication_table(chapter: str, records: list[dict]) -> str:
     """The table a chapter page shows under its verdicts: for each verdict, this run's status, what it
     counts as, and how it replicated under other seeds (:func:`flag`), so that a row that passed
@@ -297,13 +392,16 @@ def replication_table(chapter: str, records: list[dict]) -> str:
     lines = ["## How each verdict replicated", "",
              "Each verdict of the table above, rerun under ten other seeds (`python -m mfattn replicate "
              f"{chapter[:2]}`): what this run gives, what the verdict counts as, and how it came out in the "
-             "replicates, with the median and the range of their measured values. The words are defined on "
-             "the evidence map.", "",
-             "| verdict | this run | counted as | replicates |", "|---|---|---|---|"]
+             "replicates, with the median and the range of their measured values. The strip shows the ten "
+             "values (grey) beside this run's (black) and the prediction (blue, dashed): a committed run that "
+             "lies apart from its replicates is atypical. The words are defined on the evidence map.", "",
+             "| verdict | this run | counted as | replicates | spread |", "|---|---|---|---|---|"]
     for r in mine:
         claim = r["claim"] if len(r["claim"]) <= 90 else r["claim"][:88].rstrip() + "…"
+        rep = r.get("replication") or {}
+        strip = strip_svg(rep.get("values", []), _number(r.get("measured")), _number(r.get("predicted")))
         lines.append(f"| <a href=\"#{verdict_anchor(r['claim'])}\">{_esc(claim)}</a> | {r['status']} | {group(r)} | "
-                     f"{_esc(flag(r))} |")
+                     f"{_esc(flag(r))} | {strip} |")
     return "\n".join(lines)
 
 
@@ -329,34 +427,132 @@ def headline(records: list[dict]) -> str:
     ...                 dict(kind="claim", status="PASS", chapter="02-x")]))
     **1 verdict is replicated evidence**: a claim or derived result that names a counterfactual that could
     have happened and its measurement rejects, and that passed so in at least 9 of at least 10
-    independent replicates. Beside it the committed runs hold 0 more counted as evidence but fragile or
-    not yet replicated, 0 evidence FAILs, 0 hypotheses (0 with their outcome replicated), 1 checks (0
-    replicated) and 0 comparisons with other authors' code (0 replicated).
+    independent replicates. Beside it the committed runs hold 0 fragile, 0 not yet replicated, 0
+    evidence FAILs, 0 hypotheses (0 with their outcome replicated), 1 checks (0 replicated) and 0
+    comparisons with other authors' code (0 replicated); each word as the evidence map defines it.
     """
     rep = replicated_evidence(records)
-    ev = [r for r in records if group(r) == "evidence"]
-    n_more = sum(r["status"] == "PASS" for r in ev) - len(rep)
-    n_fail = sum(r["status"] == "FAIL" for r in ev)
-    from .replicate import replicated
-
+    st = Counter(standing(r) for r in records)
     c = Counter(group(r) for r in records)
-    same = Counter(group(r) for r in records if r.get("replication") and replicated(_counted(r)))
+    same = Counter(group(r) for r in records if outcome_replicated(r))
     one = len(rep) == 1
     return (f"**{len(rep)} verdict{'' if one else 's'} {'is' if one else 'are'} replicated evidence**: "
             f"{'a claim or derived result that names' if one else 'claims and derived results that name'} a "
             f"counterfactual that could have happened and {'its' if one else 'their'}\nmeasurement rejects, and "
             f"that passed so in at least 9 of at least 10 independent replicates. Beside {'it' if one else 'them'}"
-            f"\nthe committed runs hold {n_more} more counted as evidence but fragile or not yet replicated, "
-            f"{n_fail} evidence\nFAILs, {c['hypothesis']} hypotheses ({same['hypothesis']} with their outcome "
-            f"replicated), {c['check']} checks ({same['check']} replicated) and {c['external']} comparisons with "
-            f"other authors' code ({same['external']} replicated).")
+            f"\nthe committed runs hold {st['fragile']} fragile, {st['not yet replicated']} not yet replicated, "
+            f"{st['evidence FAIL']}\nevidence FAILs, {c['hypothesis']} hypotheses ({same['hypothesis']} with their "
+            f"outcome replicated), {c['check']} checks ({same['check']} replicated) and {c['external']}\ncomparisons "
+            f"with other authors' code ({same['external']} replicated); each word as the evidence map defines it.")
 
 
 def _esc(s: str) -> str:
     """Markdown-safe text for a table cell, its e-notation numbers written for a reader and never
-    broken across lines (:func:`mfattn.companion.render.number_html`)."""
-    s = s.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
-    return _ENOTATION.sub(lambda m: number_html(m.group(0)), s)
+    broken across lines (:func:`mfattn.companion.render.number_html`). Math (``$...$``) is left as
+    it is but for its pipes: an escaped star inside it is a MathJax error."""
+    parts = re.split(r"(\$[^$]+\$)", s)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(part.replace("|", "\\|"))
+        else:
+            part = part.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
+            out.append(ENOTATION.sub(lambda m: number_html(m.group(0)), part))
+    return "".join(out)
+
+
+def _bib_authors(root: Path | None = None) -> dict:
+    """``{key: "Surname et al. YEAR"}`` from the book's ``references.bib`` (the first author's
+    surname, LaTeX accents made letters), for citation keys a reader can read."""
+    import unicodedata
+
+    path = Path(root or Path(__file__).resolve().parents[3]) / "book" / "references.bib"
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    out = {}
+    for m in re.finditer(r"@\w+\{([^,]+),(.*?)\n\}", text, re.S):
+        key, body = m.group(1).strip(), m.group(2)
+        a = re.search(r"author\s*=\s*\{(.*?)\},?\s*\n", body, re.S)
+        y = re.search(r"year\s*=\s*\{?(\d{4})", body)
+        if not a:
+            continue
+        names = [n.strip() for n in re.split(r"\s+and\s+", a.group(1))]
+        first = names[0].split(",")[0] if "," in names[0] else names[0].split()[-1]
+        first = re.sub(r"\\'\s*\{?(\w)\}?", lambda q: q.group(1) + "\u0301", first)
+        first = re.sub(r"\\`\s*\{?(\w)\}?", lambda q: q.group(1) + "\u0300", first)
+        first = unicodedata.normalize("NFC", re.sub(r"[{}\\]", "", first))
+        out[key] = f"{first}{' et al.' if len(names) > 2 else ''} {y.group(1) if y else ''}".strip()
+    return out
+
+
+def result_label(name: str, authors: dict | None = None) -> str:
+    """A result's name as the map shows it: a citation key made short author-year text
+    (``alvarezlopez2026perceptrons Thm 3.5`` -> ``Álvarez-López et al. 2026, Thm 3.5``).
+
+    Parameters
+    ----------
+    name : str
+        The result's name in :mod:`mfattn.companion.results`.
+    authors : dict, optional
+        ``{key: text}``; the book's bibliography by default.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from mfattn.evidence import result_label
+    >>> result_label("alvarezlopez2026perceptrons Thm 3.5")
+    'Álvarez-López et al. 2026, Thm 3.5'
+    >>> result_label("Thm 5.2")
+    'Thm 5.2'
+    """
+    authors = _bib_authors() if authors is None else authors
+    key, _, rest = name.partition(" ")
+    return f"{authors[key]}, {rest}" if key in authors and rest else authors.get(name, name)
+
+
+#: The order in which a result's verdicts are shown, strongest first (:func:`standing`).
+STANDINGS = ("replicated evidence", "fragile", "not yet replicated", "evidence FAIL", "hypothesis", "external",
+             "check")
+
+
+def standing(record: dict) -> str:
+    """What a verdict is worth, in one of the map's words (defined on the evidence map):
+    ``replicated evidence``; ``fragile`` (counted as evidence, but not so in 9 of 10 replicates);
+    ``not yet replicated``; ``evidence FAIL`` (counted as evidence and failed in this run, and not
+    replicated as a PASS); ``hypothesis``; ``external``; ``check``.
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record as :func:`collect` returns it.
+
+    Returns
+    -------
+    str
+        One of :data:`STANDINGS`.
+
+    Examples
+    --------
+    >>> from mfattn.evidence import standing
+    >>> standing(dict(kind="claim", status="PASS", evidence=True)), standing(dict(kind="claim", status="PASS"))
+    ('not yet replicated', 'check')
+    """
+    from .replicate import replicated
+
+    g = group(record)
+    if g != "evidence":
+        return g
+    rep = record.get("replication")
+    if rep is None or rep.get("n", 0) < 10:
+        return "evidence FAIL" if record["status"] == "FAIL" else "not yet replicated"
+    if record["status"] == "PASS" and replicated(rep):
+        return "replicated evidence"
+    return "fragile" if rep.get("evidence", 0) > 0 or record["status"] == "PASS" else "evidence FAIL"
 
 
 def _tag(r: dict) -> str:
@@ -396,8 +592,9 @@ def markdown(records: list[dict]) -> str:
     | [02-finite-n](../notebooks/02-finite-n.ipynb) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
     >>> print(next(line for line in lines if "Thm 4.1 |" in line))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
     | <span id="r-thm-4-1"></span>Thm 4.1 | $\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14) | <span class="mfattn-tag
-    mfattn-pass">PASS</span> claim: error vs N (<a href="../notebooks/02-finite-n.html#v-...">02</a>;
-    *check: no counterfactual named*) |
+    mfattn-pass">PASS</span> **check** (claim, chapter <a href="../notebooks/02-finite-n.html#v-...">02</a>)<details><summary>1
+    verdict, chapter 02</summary><span class="mfattn-tag mfattn-pass">PASS</span> claim: error vs N (<a
+    href="../notebooks/02-finite-n.html#v-...">02</a>; *check: no counterfactual named*)</details> |
     """
     rep = replicated_evidence(records)
     lines = ["| chapter | evidence | of it replicated | hypotheses | checks | external |", "|---|---|---|---|---|---|"]
@@ -410,16 +607,26 @@ def markdown(records: list[dict]) -> str:
         lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {cell('evidence')} | "
                      f"{n_rep if replicated_any else 'not replicated yet'} | {cell('hypothesis')} | {cell('check')} | "
                      f"{cell('external')} |")
-    lines += ["", "| result | what it says | verdicts (kind, status, chapter; what it is worth) |", "|---|---|---|"]
+    lines += ["", "| result | what it says | strongest verdict (all of them one click away) |", "|---|---|---|"]
+    authors = _bib_authors()
     for row in table(records):
-        if row["verdicts"]:
-            v = "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; "
-                            f"*{_esc(flag(r))}*)" for r in row["verdicts"])
-            if row["note"]:
-                v += f"<br>*note*: {_esc(row['note'])}"
+        vs = sorted(row["verdicts"], key=lambda r: STANDINGS.index(standing(r)))
+        if vs:
+            best = vs[0]
+            chapters = sorted({r["chapter"][:2] for r in vs})
+            kind = "" if best["kind"] == standing(best) else f"{best['kind']}, "
+            v = (f"{_tag(best)} **{standing(best)}** ({kind}chapter {_link(best)})"
+                 f"<details><summary>{len(vs)} verdict{'s' if len(vs) > 1 else ''}, chapter"
+                 f"{'s' if len(chapters) > 1 else ''} {', '.join(chapters)}</summary>"
+                 + "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; *{_esc(flag(r))}*)"
+                               for r in vs)
+                 + (f"<br>*note*: {_esc(row['note'])}" if row["note"] else "") + "</details>")
         else:
-            v = f"*not tested*: {_esc(row['reason'])}"
-        lines.append(f'| <span id="{_slug(row["result"])}"></span>{row["result"]} | {_esc(row["what"])} | {v} |')
+            head, sep, rest = row["reason"].partition(": ")
+            v = (f"*not tested*: {_esc(head)}<details><summary>why</summary>{_esc(rest)}</details>"
+                 if sep and len(head) <= 40 else f"*not tested*: {_esc(row['reason'])}")
+        lines.append(f'| <span id="{result_anchor(row["result"])}"></span>{_esc(result_label(row["result"], authors))} | '
+                     f'{_esc(row["what"])} | {v} |')
     return "\n".join(lines)
 
 

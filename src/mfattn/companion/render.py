@@ -24,7 +24,7 @@ _KIND_STYLE = {"claim": "background:#dbeafe;color:#1e3a8a", "derived": "backgrou
                "external": "background:#ccfbf1;color:#134e4a"}
 _TAG = "font-weight:700;padding:1px 5px;border-radius:3px;white-space:nowrap"
 _CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:break-word;border-top:1px solid #d0d7de"
-_ENOTATION = re.compile(r"(-?)(~?)(\d(?:\.\d+)?)e([-+]\d+)")
+ENOTATION = re.compile(r"(-?)(~?)(\d(?:\.\d+)?)e([-+]\d+)")
 
 
 def _esc(text: str) -> str:
@@ -82,10 +82,10 @@ def number_html(text: str, trim: bool = False) -> str:
         return f'<span class="mfattn-num" data-v="{m.group(0)}">{shown}</span>'
 
     out = _esc(text).replace("+-", "±").replace("&lt;=", "≤").replace("&gt;=", "≥")
-    return _ENOTATION.sub(one, out)
+    return ENOTATION.sub(one, out)
 
 
-def _slug(ref: str) -> str:
+def result_anchor(ref: str) -> str:
     """The anchor of a result's row on the evidence map (:func:`mfattn.companion.evidence.markdown`)."""
     return "r-" + re.sub(r"[^a-z0-9]+", "-", ref.lower()).strip("-")
 
@@ -152,8 +152,8 @@ def verdict_table_html(verdicts) -> str:
         else:
             style = _HYP_FAIL_STYLE if v.kind == "hypothesis" else _FAIL_STYLE
         kind = f"{v.kind} → check" if v.kind in EVIDENCE and not v.evidence else v.kind
-        why = f'<br><small>(counted as a check: {_esc(v._kind_text().partition(": ")[2])})</small>' if "→" in kind else ""
-        refs = ", ".join(f'<a href="../book/evidence.html#{_slug(r)}">{_esc(r)}</a>' for r in v.ref)
+        why = f'<br><small>(counted as a check: {_esc(v.check_reason)})</small>' if "→" in kind else ""
+        refs = ", ".join(f'<a href="../book/evidence.html#{result_anchor(r)}">{_esc(r)}</a>' for r in v.ref)
         refs = f"<br><small>bears on {refs}</small>" if refs else ""
         cf = ""
         if v.counterfactual is not None:

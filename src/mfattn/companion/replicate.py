@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .runner import _verdicts as _records  # the verdict records an executed notebook stores (book.report)
+from .runner import verdict_records  # the verdict records an executed notebook stores (book.report)
 
 __all__ = ["FOLDER", "FORMAT", "MIN_REPLICATES", "MIN_RATE", "key", "front_matter_hash", "engine", "seeds", "replicate",
            "aggregate", "rederive", "load", "status", "replicated"]
@@ -109,14 +109,14 @@ def key(src: Path) -> dict:
     >>> sorted(key(root / "notebooks" / "07-two-layer-baseline.md"))
     ['front_matter', 'source', 'verdicts']
     """
-    from .runner import _code_cells
+    from .runner import code_cells
 
     src = Path(src)
     clean = _sanitiser(src.resolve().parent.parent)
     printed = [{k: clean(r.get(k)) for k in PRINTED}
                | {"counterfactual": clean((r.get("counterfactual") or {}).get("predicted"))}
-               for r in _records(src.with_suffix(".ipynb"))]
-    return {"source": hashlib.sha256(_code_cells(src).encode()).hexdigest(),
+               for r in verdict_records(src.with_suffix(".ipynb"))]
+    return {"source": hashlib.sha256(code_cells(src).encode()).hexdigest(),
             "front_matter": front_matter_hash(src),
             "verdicts": hashlib.sha256(json.dumps(printed, sort_keys=True).encode()).hexdigest()}
 
@@ -320,7 +320,7 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
     >>> e["n"], e["passed"], e["evidence"], e["values"], r["failed_seeds"]
     (3, 1, 1, [-0.48, -0.1], {'3': 'ValueError'})
     """
-    committed = _records(Path(src).with_suffix(".ipynb"))
+    committed = verdict_records(Path(src).with_suffix(".ipynb"))
     failed = {s: runs[s] for s in sorted(runs) if isinstance(runs[s], str)}
     out = []
     for i, c in enumerate(committed):
@@ -484,7 +484,7 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
             if "error" in d:
                 return seed, d["error"], d["seconds"]
             if nb.exists():
-                return seed, _records(nb), d["seconds"]
+                return seed, verdict_records(nb), d["seconds"]
         done.unlink()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -508,7 +508,7 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
     done.write_text(json.dumps({"seconds": round(secs, 1), "code": version}))
     if not quiet:
         print(f"mfattn replicate: {src.stem} seed {seed} done in {secs:.0f} s", file=sys.stderr)
-    return seed, _records(nb), secs
+    return seed, verdict_records(nb), secs
 
 
 def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, quiet: bool = False,

@@ -8,7 +8,7 @@ same cores, with a kernel that the compiler vectorises:
 * the multiply-add units: :func:`peak_flops`, independent multiply-add chains on 128 accumulators per
   thread, contracted to FMAs (fast-math ``contract``), so the rate is the cores' FMA peak;
 * the exponential: :func:`exp_rate`, the fused pass's own exponential
-  (``mfattn.models.fused._exp_parts`` and the power of two in the exponent bits), the same code,
+  (``mfattn.models.fused.exp_parts`` and the power of two in the exponent bits), the same code,
   on lanes held in L1;
 * memory: :func:`bandwidth`, a STREAM triad over arrays far larger than the last-level cache.
 
@@ -45,7 +45,7 @@ LANES = 128
 if _fused.available():
     from numba import njit, prange
 
-    from ..models.fused import _exp_parts
+    from ..models.fused import exp_parts
 
     @njit(parallel=True, fastmath={"contract"}, cache=True)
     def _fma_kernel(reps, a, b, x0, out):  # pragma: no cover - compiled
@@ -60,7 +60,7 @@ if _fused.available():
     @njit(parallel=True, cache=True, error_model="numpy")
     def _exp_kernel(reps, x, C, P, out, last):  # pragma: no cover - compiled
         # reps rounds of y_h = e^(x_h - y_h) over the lanes h, each thread on its own lanes, as
-        # _softmax_row computes it: (p, k) = _exp_parts, 2^-k in the exponent bits, y = p 2^-k
+        # _softmax_row computes it: (p, k) = exp_parts, 2^-k in the exponent bits, y = p 2^-k
         H = x.shape[0]
         for t in prange(out.shape[0]):
             y = np.zeros(H, x.dtype)
@@ -72,7 +72,7 @@ if _fused.available():
             acc = x[0] - x[0]
             for r in range(reps):
                 for h in range(H):
-                    v, kf = _exp_parts(x[h] - y[h], C)
+                    v, kf = exp_parts(x[h] - y[h], C)
                     p[h] = v
                     bits[h] = (bias - int(kf)) << shift
                 for h in range(H):
@@ -124,7 +124,7 @@ def _require():
 
 
 def _threads() -> int:
-    _fused._threads()
+    _fused.set_threads()
     import numba
 
     return numba.get_num_threads()
@@ -215,7 +215,7 @@ def fused_exp(x: np.ndarray, reps: int = 1) -> np.ndarray:
     x = np.ascontiguousarray(x)
     if x.ndim != 1 or x.dtype not in (np.float32, np.float64):
         raise ValueError(f"x: expected a 1-D float32 or float64 array, got {x.dtype} of shape {x.shape}")
-    C, P = _fused._constants(x.dtype.type)
+    C, P = _fused.exp_constants(x.dtype.type)
     last = np.empty_like(x)
     _exp_kernel(reps, x, C, P, np.zeros(1, x.dtype), last)
     return last
@@ -233,7 +233,7 @@ def exp_rate(dtype=np.float32, *, lanes: int = 1024, seconds: float = 0.2) -> fl
     _require()
     dtype = np.dtype(dtype)
     T = _threads()
-    C, P = _fused._constants(dtype.type)
+    C, P = _fused.exp_constants(dtype.type)
     best = 0.0
     for n in (lanes, lanes + 16, lanes + 40, lanes + 72):  # other lengths, other placements of the arrays
         x = -np.linspace(0.5, 10.0, n).astype(dtype)

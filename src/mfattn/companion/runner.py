@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -28,15 +29,16 @@ import threading
 import time
 from pathlib import Path
 
-from .chapters import UserError  # one line on stderr, exit status 2
+from .chapters import UserError, repo_root  # UserError: one line on stderr, exit status 2
 
 __all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
 
 
-def _code_cells(src: Path) -> str:
-    import jupytext
+def code_cells(src: Path) -> str:
+    """A chapter's code cells, joined: what the cache key hashes and the constant check reads."""
+    from .chapters import chapter_cells
 
-    return "\n\n".join(c.source for c in jupytext.read(src).cells if c.cell_type == "code")
+    return "\n\n".join(c.source for c in chapter_cells(src) if c.cell_type == "code")
 
 
 # modules that compute nothing a chapter caches (the command line, the HTML checker, the benchmark)
@@ -74,7 +76,7 @@ def code_version(src) -> str:
         if f.name in _TOOLING:
             continue
         h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(_code_cells(Path(src)).encode())
+    h.update(code_cells(Path(src)).encode())
     return h.hexdigest()
 
 
@@ -114,7 +116,8 @@ def cache_key(src, config: dict) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def _fmt_seconds(s: float) -> str:
+def fmt_seconds(s: float) -> str:
+    """Seconds as the command line prints them (``42 s``, ``3m05``, ``2 h 05``)."""
     s = int(round(s))
     if s < 60:
         return f"{s} s"
@@ -334,6 +337,40 @@ def _kill(km) -> None:
             proc.kill()
 
 
+def cache_folder_of(root: Path, src: Path, config: dict, device: str) -> Path:
+    """Where a run of ``config`` on ``device`` keeps its finished work: ``runs/CHAPTER/cache/KEY``, or
+    ``cache_dir/KEY`` when the configuration names one (:func:`cache_key`).
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout.
+    src : pathlib.Path
+        The chapter's MyST source.
+    config : dict
+        The run's checked values.
+    device : str
+        The resolved device (``"cpu"``, ``"cuda"``).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> from mfattn.runner import cache_folder_of
+    >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
+    >>> src = root / "notebooks" / "05-stability.md"
+    >>> cache_folder_of(root, src, check_values(src, {}), "cpu").parent.relative_to(root).as_posix()
+    'runs/05-stability/cache'
+    """
+    base = Path(config["cache_dir"]) if config.get("cache_dir") else Path(root) / "runs" / Path(src).stem / "cache"
+    return base / cache_key(src, dict(config, device=device))
+
+
 def _resolve_device(device: str) -> str:
     if device == "auto" or device.startswith("cuda"):
         import torch
@@ -372,6 +409,77 @@ def _exact_translator():
 #: the machine down.
 CEILING_SECONDS = 12 * 3600
 CEILING_RATIO = 100
+#: A run whose estimated peak memory exceeds this share of the machine's is refused too (unless ``--yes``).
+MEMORY_SHARE = 0.5
+#: Resident memory of a chapter's kernel once its imports are done, in MB: the part of the peak that
+#: does not grow with the sizes (measured: ``import mfattn, torch, numpy, scipy, ot, matplotlib.pyplot,
+#: IPython`` holds 331 MB).
+KERNEL_BASE_MB = 330
+
+
+def machine_memory_mb() -> float:
+    """This machine's physical memory in MB (``os.sysconf``), or ``inf`` where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def peak_memory_estimate(src: Path, config: dict, committed: Path) -> tuple[float, str] | None:
+    """The peak resident memory, in MB, a run with ``config`` should need: the committed ci run's
+    peak (``peak_rss_mb``, recorded by ``--inplace``) above :data:`KERNEL_BASE_MB`, times the largest
+    growth of a size against its ci value, plus that base. Returns ``(MB, parameter)``, or ``None``
+    when the committed run recorded no peak.
+
+    Parameters
+    ----------
+    src : pathlib.Path
+        The chapter's MyST source.
+    config : dict
+        The run's checked values.
+    committed : pathlib.Path
+        The committed notebook.
+
+    Returns
+    -------
+    tuple of (float, str) or None
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.chapters import check_values
+    >>> from mfattn.runner import peak_memory_estimate
+    >>> ch = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "07-two-layer-baseline.md"
+    >>> est = peak_memory_estimate(ch, check_values(ch, {"n_ref": 4096 * 64}), ch.with_suffix(".ipynb"))
+    >>> est is None or est[1] == "n_ref"
+    True
+    """
+    from .chapters import check_values, growth
+
+    try:
+        peak = json.loads(Path(committed).read_text())["metadata"].get("mfattn", {}).get("peak_rss_mb")
+    except (OSError, ValueError, KeyError):
+        return None
+    if not peak:
+        return None
+    ci = check_values(src, {})
+    ratio, name, _, _ = growth(config, {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")})
+    return KERNEL_BASE_MB + max(float(peak) - KERNEL_BASE_MB, 0.0) * ratio, name
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _finished_run(folder: Path | None) -> float | None:
+    """The seconds of the last run that ran to its end from the cache ``folder``, or ``None``."""
+    try:
+        return float(json.loads((folder / "finished.json").read_text())["seconds"]) if folder else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _over_the_ceiling(src: Path, config: dict, committed: Path, est) -> None:
@@ -382,12 +490,19 @@ def _over_the_ceiling(src: Path, config: dict, committed: Path, est) -> None:
 
     base_time = ci_seconds(committed)
     seconds = est[0] if est is not None else (base_time * size_ratio(src, config["profile"])[0] if base_time else 0.0)
+    mem = peak_memory_estimate(src, config, committed)
+    if mem is not None and mem[0] > MEMORY_SHARE * machine_memory_mb():
+        ci = check_values(src, {})
+        why = f"{mem[1]} {config[mem[1]]!r} (ci: {ci[mem[1]]!r})" if mem[1] else "the chapter's sizes"
+        raise UserError(f"{src.stem}: estimated peak memory {mem[0] / 1024:.1f} GB ({why}), over "
+                        f"{MEMORY_SHARE:.0%} of this machine's {machine_memory_mb() / 1024:.1f} GB; smaller values, "
+                        "or --yes to run it anyway")
     if seconds and (seconds > CEILING_SECONDS or (base_time and seconds > CEILING_RATIO * base_time)):
         ci = check_values(src, {})
         sizes = {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")}
         name = growth(config, sizes, shrink=True)[1]
         why = f"{name} {config[name]!r} (ci: {ci[name]!r})" if name else "the chapter's sizes"
-        raise UserError(f"{src.stem}: estimated {_fmt_seconds(seconds)} on this CPU ({why}), over the ceiling of "
+        raise UserError(f"{src.stem}: estimated {fmt_seconds(seconds)} on this CPU ({why}), over the ceiling of "
                         f"{CEILING_SECONDS // 3600} h or {CEILING_RATIO}x the ci run; smaller values, or --yes to "
                         "run it anyway")
 
@@ -457,7 +572,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         raise UserError(str(e)) from None
     from .verdicts import constant_counterfactuals
 
-    typed = constant_counterfactuals(_code_cells(src))
+    typed = constant_counterfactuals(code_cells(src))
     if typed:
         raise UserError(f"{src.stem}: a measured control must be a value the run computed, not a constant: "
                         f"{typed[0]} (name a theory's number with competitor(..., source=))")
@@ -466,7 +581,12 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     from .chapters import estimate
 
     est = estimate(src, config, committed) if device == "cpu" else None  # the cost model, once per run
-    if not yes and device == "cpu":
+    cache_folder = None
+    if cache and not inplace:
+        cache_folder = cache_folder_of(root, src, config, device)
+        cache_base = cache_folder.parent
+    done = _finished_run(cache_folder)  # a run of this configuration ran to its end: its work is saved
+    if not yes and device == "cpu" and done is None:
         _over_the_ceiling(src, config, committed, est)
     if inplace:
         out_dir = src.parent
@@ -486,35 +606,41 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         raise UserError(f"{out_dir}: cannot write the executed notebook there ({e.strerror or e})") from None
 
     params = dict(values)
-    if cache and not inplace:
-        key = cache_key(src, dict(config, device=device))
-        base = Path(config["cache_dir"]) if config.get("cache_dir") else root / "runs" / src.stem / "cache"
-        folder = base / key
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "config.json").write_text(json.dumps(dict(config, device=device, cache_dir=None), indent=1))
+    if cache_folder is not None:
+        base, folder = cache_base, cache_folder
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.json").write_text(json.dumps(dict(config, device=device, cache_dir=None), indent=1))
+        except OSError as e:
+            where = "-p cache_dir" if config.get("cache_dir") else "runs/"
+            raise UserError(f"{base}: cannot keep finished work there ({e.strerror or e}); name a writable folder "
+                            f"with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
         params["cache_dir"] = str(folder.resolve())
     elif inplace or not cache:
         params.pop("cache_dir", None)
 
     base_time = ci_seconds(committed)
     if not quiet:
-        took = f"; its ci run took {_fmt_seconds(base_time)} when committed" if base_time else ""
+        took = f"; its ci run took {fmt_seconds(base_time)} when committed" if base_time else ""
         print(f"mfattn: running {src.stem} (profile {config['profile']}, device {device}){took}", file=sys.stderr)
         if "cache_dir" in params:
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
     ci = check_values(src, {})
     differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
-    if differs and device == "cpu":
+    if done is not None and not quiet:
+        print(f"mfattn: this configuration ran to its end before from this cache; its saved work is read back, "
+              f"not recomputed (the last run from it took {fmt_seconds(done)})", file=sys.stderr)
+    elif differs and device == "cpu":
         # the chapter's own cost model: the committed ci run's cells, each times the growth of the work it does
         if est is not None:
             top = "; ".join(b for _, b in est[1][:3])
-            print(f"mfattn: estimate on this CPU: about {_fmt_seconds(est[0])} (the committed ci run's "
-                  f"{_fmt_seconds(sum(cell_seconds(committed) or [0]))} by cell, each times the growth of its work "
+            print(f"mfattn: estimate on this CPU: about {fmt_seconds(est[0])} (the committed ci run's "
+                  f"{fmt_seconds(sum(cell_seconds(committed) or [0]))} by cell, each times the growth of its work "
                   f"under the chapter's cost model; the largest: {top})", file=sys.stderr)
         elif base_time:
             ratio, which = size_ratio(src, config["profile"])
-            print(f"mfattn: estimate on this CPU: at least {_fmt_seconds(base_time * ratio)} (the ci run's "
-                  f"{_fmt_seconds(base_time)} times {ratio:g}, its largest size ratio: {which}; the committed run "
+            print(f"mfattn: estimate on this CPU: at least {fmt_seconds(base_time * ratio)} (the ci run's "
+                  f"{fmt_seconds(base_time)} times {ratio:g}, its largest size ratio: {which}; the committed run "
                   "recorded no cell times for the cost model)", file=sys.stderr)
         if config["profile"] != "ci":
             print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU", file=sys.stderr)
@@ -605,6 +731,8 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             else:
                 os.environ[k] = v
     seconds = time.perf_counter() - t0
+    if cache_folder is not None:
+        _atomic_write_text(cache_folder / "finished.json", json.dumps({"seconds": round(seconds, 2)}))
     executed = nbformat.read(target, as_version=4)
     if inplace:
         from .chapters import strip_papermill
@@ -614,10 +742,16 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         strip_papermill(executed)
         executed.metadata["mfattn"] = provenance(src, seconds, config["profile"], code)
         executed.metadata["mfattn"]["cell_seconds"] = per_cell  # the runner's overall progress bar reads them
+        # the kernel's peak resident memory (the largest child this process waited for), for the memory ceiling
+        import resource
+
+        executed.metadata["mfattn"]["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
         nbformat.write(executed, final)
         target.unlink()
         target = final
-    print(f"executed {src.name} -> {target} in {_fmt_seconds(seconds)}")
+        if list_in_toc(root, final.stem):
+            print(f"listed notebooks/{final.stem} in _toc.yml")
+    print(f"executed {src.name} -> {target} in {fmt_seconds(seconds)}")
     print(verdict_summary(target)[0])
     if html:
         page = write_html(target)
@@ -629,8 +763,10 @@ def write_html(notebook) -> Path:
     """An HTML page of an executed notebook, built by Jupyter Book with execution off (the notebook
     is rendered as it is, outputs and glued figures included; nothing runs again). The page and
     its images go to ``NOTEBOOK-html/``; the theme's assets (about 30 MB) are kept once under
-    ``runs/.html-static/`` (or beside the notebook when it is not under a ``runs`` folder) and
-    linked from ``NOTEBOOK-html/_static``, so every page of a checkout shares one copy. Returns the page.
+    ``runs/.html-static/`` (the ``runs`` folder the notebook lies in, or the checkout's) and linked
+    from ``NOTEBOOK-html/_static``, so every page of a checkout shares one copy. The book's
+    references page is built beside it, so that the page's citations resolve (to
+    ``NOTEBOOK-html/references.html``). Returns the page.
 
     Parameters
     ----------
@@ -645,7 +781,8 @@ def write_html(notebook) -> Path:
     Raises
     ------
     SystemExit
-        With one line when the notebook is missing or the build fails.
+        With one line when the notebook is missing, is not an executed notebook (``.ipynb`` with
+        cells), or the build fails.
 
     Examples
     --------
@@ -659,6 +796,13 @@ def write_html(notebook) -> Path:
     notebook = Path(notebook).resolve()
     if not notebook.is_file():
         raise UserError(f"{notebook}: no such notebook")
+    try:
+        cells = json.loads(notebook.read_text()).get("cells") if notebook.suffix == ".ipynb" else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        cells = None
+    if not isinstance(cells, list):
+        raise UserError(f"{notebook}: not an executed notebook (html renders a chapter's .ipynb; "
+                        "`python -m mfattn run CHAPTER` makes one)")
     import yaml
 
     book = Path(__file__).resolve().parents[3]  # the checkout of this package: the book's own settings
@@ -676,7 +820,12 @@ def write_html(notebook) -> Path:
         sphinx["local_extensions"] = {k: str((book / v).resolve()) for k, v in (sphinx.get("local_extensions") or {}).items()
                                       if (book / v).is_dir()}
         (tmp / "_config.yml").write_text(yaml.safe_dump(cfg))
-        (tmp / "_toc.yml").write_text(f"format: jb-book\nroot: {notebook.stem}\n")
+        toc = f"format: jb-book\nroot: {notebook.stem}\n"
+        if cfg["bibtex_bibfiles"] and notebook.stem != "references":
+            # sphinxcontrib-bibtex resolves a citation only to a bibliography in the same build
+            (tmp / "references.md").write_text("# References\n\n```{bibliography}\n```\n")
+            toc += "chapters:\n- file: references\n"
+        (tmp / "_toc.yml").write_text(toc)
         jb = Path(sys.executable).with_name("jupyter-book")
         res = subprocess.run([str(jb), "build", str(tmp), "--path-output", str(tmp / "out")],
                              capture_output=True, text=True)
@@ -689,7 +838,7 @@ def write_html(notebook) -> Path:
         static = built / "_static"
         shared = None
         if static.is_dir():
-            runs = next((q for q in notebook.parents if q.name == "runs"), notebook.parent)
+            runs = next((q for q in notebook.parents if q.name == "runs"), repo_root() / "runs")
             shared = runs / ".html-static" / _tree_digest(static)
             if not shared.is_dir():
                 part = shared.with_name(shared.name + ".partial")
@@ -705,6 +854,51 @@ def write_html(notebook) -> Path:
         if shared is not None:
             (dest / "_static").symlink_to(os.path.relpath(shared, dest), target_is_directory=True)
     return dest / f"{notebook.stem}.html"
+
+
+def list_in_toc(root: Path, stem: str) -> bool:
+    r"""List ``notebooks/STEM`` in the checkout's ``_toc.yml`` after the last chapter, unless it is
+    there: a new chapter enters the book when its executed notebook exists. Returns whether it was
+    added.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The checkout (it holds ``_toc.yml``).
+    stem : str
+        The chapter's file name without suffix, e.g. ``10-my-experiment``.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    SystemExit
+        With one line when ``_toc.yml`` lists no chapter to add it after.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from mfattn.companion.runner import list_in_toc
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     toc = Path(d) / "_toc.yml"
+    ...     _ = toc.write_text("root: intro\nchapters:\n  - file: notebooks/01-a\n  - file: book/references\n")
+    ...     list_in_toc(Path(d), "02-b"), list_in_toc(Path(d), "02-b"), toc.read_text().split()[-6:-2]
+    (True, False, ['-', 'file:', 'notebooks/02-b', '-'])
+    """
+    toc = root / "_toc.yml"
+    lines = toc.read_text().splitlines()
+    if any(ln.strip() in (f"- file: notebooks/{stem}", f"root: notebooks/{stem}") for ln in lines):
+        return False
+    last = max((i for i, ln in enumerate(lines) if ln.strip().startswith("- file: notebooks/")), default=None)
+    if last is None:
+        raise SystemExit(f"mfattn: {toc} lists no chapter under notebooks/; add notebooks/{stem} by hand")
+    indent = lines[last][: len(lines[last]) - len(lines[last].lstrip())]
+    lines.insert(last + 1, f"{indent}- file: notebooks/{stem}")
+    toc.write_text("\n".join(lines) + "\n")
+    return True
 
 
 def _tree_digest(folder: Path) -> str:
@@ -747,9 +941,9 @@ def new_failures(notebook, committed) -> list[str]:
     from .verdicts import EVIDENCE
 
     strip = lambda t: re.sub(r"[-+]?\d[\d.eE+-]*", "#", t)  # noqa: E731
-    before = {strip(r.get("claim", "")) for r in _verdicts(Path(committed)) if r.get("status") != "PASS"} \
+    before = {strip(r.get("claim", "")) for r in verdict_records(Path(committed)) if r.get("status") != "PASS"} \
         if Path(committed).is_file() else set()
-    return [r["claim"] for r in _verdicts(Path(notebook)) if r.get("kind") in EVIDENCE and r.get("status") != "PASS"
+    return [r["claim"] for r in verdict_records(Path(notebook)) if r.get("kind") in EVIDENCE and r.get("status") != "PASS"
             and strip(r.get("claim", "")) not in before]
 
 
@@ -778,7 +972,7 @@ def verdict_summary(notebook) -> tuple[str, bool]:
     """
     from .verdicts import EVIDENCE, KINDS
 
-    records = _verdicts(Path(notebook))
+    records = verdict_records(Path(notebook))
     if not records:
         return "verdicts: none recorded", False
     parts = []
@@ -794,7 +988,8 @@ def verdict_summary(notebook) -> tuple[str, bool]:
     return line, any(r.get("kind") in EVIDENCE for r in fails)
 
 
-def _verdicts(notebook: Path) -> list[dict]:
+def verdict_records(notebook: Path) -> list[dict]:
+    """The verdict records that :func:`mfattn.companion.render.report` stored in an executed notebook, in order."""
     nb = json.loads(Path(notebook).read_text())
     out = []
     for cell in nb["cells"]:
@@ -847,7 +1042,7 @@ def compare(run, root: Path | None = None) -> int:
     committed = root / "notebooks" / path.name
     if not committed.is_file():
         raise UserError(f"{path.name}: no committed notebook of that name under {root / 'notebooks'}")
-    mine, theirs = _verdicts(path), {v["claim"]: v for v in _verdicts(committed)}
+    mine, theirs = verdict_records(path), {v["claim"]: v for v in verdict_records(committed)}
     if not mine:
         raise UserError(f"{path}: holds no verdicts (did the run finish?)")
     import textwrap

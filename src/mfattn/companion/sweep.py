@@ -238,3 +238,75 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
     torch.save({"point": point, "result": result}, tmp)
     os.replace(tmp, path)
     return result
+
+
+def run_chaos(setup, N_grid, n_seeds: int, n_ref: int, folder, *, key: dict | None = None,
+              progress: bool = True, desc: str = "runs of the N-grid"):
+    """The propagation-of-chaos experiment of :class:`mfattn.analysis.chaos.ChaosSetup` over a grid,
+    through the chapters' cache: the two references saved by :func:`memo`, every run by
+    :func:`run_sweep` as it finishes, so an interrupted grid resumes where it stopped.
+
+    Parameters
+    ----------
+    setup : ChaosSetup
+        The model, data, draws and dynamics.
+    N_grid : sequence of int
+        The numbers of heads.
+    n_seeds : int
+        Runs per ``N`` (seed indices ``0 .. n_seeds - 1``).
+    n_ref : int
+        Heads of each reference.
+    folder : str or path
+        The cache folder (a chapter's ``cfg.folder``).
+    key : dict, optional
+        JSON values that tell this experiment apart from the chapter's others in the same folder
+        (e.g. the optimizer, the initial law); part of every saved file's name.
+    progress : bool, default True
+        A progress bar over the runs.
+    desc : str
+        The bar's label.
+
+    Returns
+    -------
+    ChaosResult
+        The runs, in the order of ``N_grid`` then the seeds.
+
+    Raises
+    ------
+    ValueError
+        Naming ``N_grid``, ``n_seeds`` or ``n_ref`` when invalid.
+
+    Examples
+    --------
+    >>> import tempfile, torch
+    >>> from mfattn.analysis.chaos import ChaosSetup
+    >>> from mfattn.companion.sweep import run_chaos
+    >>> from mfattn.flows.integrate import integrate
+    >>> from mfattn.flows.seeds import stream
+    >>> from mfattn.models.linear import linear_regression
+    >>> model, data, _ = linear_regression(d=3, n=20, generator=torch.Generator().manual_seed(0))
+    >>> setup = ChaosSetup(
+    ...     model, data,
+    ...     draw=lambda n, *name: torch.randn(n, 3, generator=stream(0, name), dtype=torch.float64),
+    ...     train=lambda h0, **kw: integrate(model, data, h0, stepper="gd", step=0.1, T=1.0,
+    ...                                      record_every=0.5, batch_size=None, progress=False, **kw))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     res = run_chaos(setup, (4, 16), 2, 64, folder, key={"law": "gauss"}, progress=False)
+    >>> res.N.tolist()
+    [4.0, 4.0, 16.0, 16.0]
+    """
+    from ..analysis.chaos import ChaosResult
+
+    if (not isinstance(N_grid, (list, tuple)) or not N_grid
+            or any(not isinstance(N, int) or isinstance(N, bool) or N < 1 for N in N_grid)):
+        raise ValueError(f"N_grid: expected a non-empty sequence of positive integers, got {N_grid!r}")
+    for value, name in ((n_seeds, "n_seeds"), (n_ref, "n_ref")):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    key = dict(key or {})
+    refs = [memo(lambda which, n_ref, **_: setup.reference(which, n_ref), dict(which=w, n_ref=n_ref, **key), folder,
+                 name="chaos-reference") for w in (1, 2)]
+    refs = [r.bind(setup.model, setup.data) for r in refs]
+    points = [dict(kind="chaos", N=N, s=s, n_ref=n_ref, **key) for N in N_grid for s in range(n_seeds)]
+    rows = run_sweep(lambda N, s, **_: setup.point(refs, N, s), points, folder, progress=progress, desc=desc)
+    return ChaosResult(rows)

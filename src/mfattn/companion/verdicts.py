@@ -632,14 +632,19 @@ class Verdict:
             return "evidence"
         return self.kind if self.kind in ("hypothesis", "external") else "check"
 
+    @property
+    def check_reason(self) -> str:
+        """Why a claim or derived result counts as a check (no counterfactual, one that could not
+        have happened, one not rejected); ``""`` for a verdict that is not so counted."""
+        if self.kind not in EVIDENCE or self.evidence:
+            return ""
+        c = self.counterfactual
+        return ("no counterfactual named" if c is None else
+                f"its counterfactual could not have happened ({c.problem})" if c.problem else
+                "its counterfactual is not rejected either")
+
     def _kind_text(self) -> str:
-        if self.kind in EVIDENCE and not self.evidence:
-            c = self.counterfactual
-            why = ("no counterfactual named" if c is None else
-                   f"its counterfactual could not have happened ({c.problem})" if c.problem else
-                   "its counterfactual is not rejected either")
-            return f"{self.kind}, counted as a check: {why}"
-        return self.kind
+        return f"{self.kind}, counted as a check: {self.check_reason}" if self.check_reason else self.kind
 
     def _cf_text(self) -> str:
         c = self.counterfactual

@@ -572,7 +572,8 @@ def register(cls):
     Raises
     ------
     ValueError
-        When ``cls`` is not a stepper or its name is empty or taken.
+        When ``cls`` is not a stepper or its name is empty or taken by another class (the same
+        class defined again, as by a notebook cell run twice, replaces its first definition).
 
     Examples
     --------
@@ -591,8 +592,11 @@ def register(cls):
     """
     if not (isinstance(cls, type) and issubclass(cls, Stepper)) or not cls.name:
         raise ValueError("cls: expected a subclass of mfattn.integrate.Stepper with a name")
-    if cls.name in STEPPERS and STEPPERS[cls.name] is not cls:
-        raise ValueError(f"cls: a stepper named {cls.name!r} is already registered")
+    old = STEPPERS.get(cls.name)
+    # the same class defined again (a notebook cell run twice: same module, same qualified name)
+    # replaces itself; another class may not take a name
+    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"cls: a stepper named {cls.name!r} is already registered ({old.__module__}.{old.__qualname__})")
     STEPPERS[cls.name] = cls
     return cls
 
@@ -949,7 +953,7 @@ class Adam(Stepper):
 
 
 # ---------------------------------------------------------------------------- integrator
-def _grid(T, record_every, step, name):
+def record_grid(T, record_every, step, name):
     check_positive(T, "T")
     check_positive(record_every, "record_every")
     check_positive(step, name)
@@ -962,7 +966,7 @@ def _grid(T, record_every, step, name):
     return per_record, n_records
 
 
-def _check_start(model: ParticleModel, data, heads0, weights):
+def check_start(model: ParticleModel, data, heads0, weights):
     if not isinstance(model, ParticleModel):
         raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
     data = model.check_data(data)
@@ -1097,8 +1101,8 @@ def integrate(
     0.068
     """
     stepper = make_stepper(stepper)
-    data, heads, weights = _check_start(model, data, heads0, weights)
-    per_record, n_records = _grid(T, record_every, step, "step")
+    data, heads, weights = check_start(model, data, heads0, weights)
+    per_record, n_records = record_grid(T, record_every, step, "step")
     zeta = as_profile(zeta)
     if batch_size is _DEFAULT:
         batch_size = stepper.default_batch

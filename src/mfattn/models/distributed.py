@@ -10,7 +10,7 @@ dissipation). The seeded minibatch draws of :func:`mfattn.flows.dynamics.sgd` ha
 process (same generator, same seed), so the sharded run is the single-process run with the head
 sum reordered.
 
-Launch with torchrun, e.g. two CPU processes::
+Launch with torchrun, e.g. two CPU processes (the launcher is ``mfattn.companion.shard``)::
 
     torchrun --standalone --nproc-per-node 2 -m mfattn shard \\
         --task teacher --N 4096 --out run.pt
@@ -21,10 +21,7 @@ single-process engine, step for step, in ``tests/test_distributed.py``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import time
 
 import torch
 import torch.distributed as dist
@@ -32,7 +29,7 @@ import torch.distributed as dist
 from .._checks import check_positive, check_tensor, simplex_tol
 from .model import HeadModel
 
-__all__ = ["ShardedHeadModel", "init", "shard_slice", "gather_heads", "main"]
+__all__ = ["ShardedHeadModel", "init", "shard_slice", "gather_heads"]
 
 
 class ShardedHeadModel(HeadModel):
@@ -403,108 +400,3 @@ def gather_heads(local: torch.Tensor, N: int, group=None) -> torch.Tensor:
         s = shard_slice(N, r, world)
         out.append(part[..., : s.stop - s.start, :])
     return torch.cat(out, dim=-2)
-
-
-# ------------------------------------------------------------------------------- launcher
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=["sgd", "flow"], default="sgd",
-                   help="sgd: SGD (19); flow: the reference flow (21) by Runge-Kutta")
-    p.add_argument("--task", default="teacher", help="teacher, markov or text (mfattn.tasks)")
-    p.add_argument("--n-data", type=int, default=64, help="sequences in the dataset")
-    p.add_argument("--N", type=int, default=1024, help="heads over all processes")
-    p.add_argument("--init-scale", type=float, default=0.5, help="initial heads ~ N(0, s^2 I)")
-    p.add_argument("--step", type=float, default=0.05, help="SGD eps, or the Runge-Kutta step")
-    p.add_argument("--T", type=float, default=1.0, help="horizon (time t = k eps)")
-    p.add_argument("--record-every", type=float, default=None, help="recording interval (default: T)")
-    p.add_argument("--batch-size", type=int, default=1, help="SGD minibatch; 0: full batch")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
-    p.add_argument("--out", default=None, help="rank 0 saves the gathered run here (torch.save)")
-
-
-def run(args) -> dict:
-    """Run ``args.method`` with the heads sharded over the torchrun processes; rank 0 returns and saves
-    the gathered recorded heads, the risk and the wall time."""
-    from ..flows.dynamics import reference_flow, sgd
-    from .tasks import make_task
-
-    rank, world, dev = init(args.device)
-    dtype = getattr(torch, args.dtype)
-    task = make_task(args.task, n=args.n_data, seed=args.seed, dtype=dtype, device=dev)
-    model = ShardedHeadModel.from_model(task.model)
-    # every process draws the whole initial population from the same seed and keeps its slice
-    g = torch.Generator().manual_seed(args.seed + 1)
-    heads0 = args.init_scale * torch.randn(args.N, model.d_omega, generator=g, dtype=torch.float64)
-    mine = shard_slice(args.N, rank, world)
-    local0 = heads0[mine].to(device=dev, dtype=dtype)
-    every = args.record_every or args.T
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    dist.barrier()
-    t0 = time.perf_counter()
-    if args.method == "sgd":
-        run_ = sgd(model, task.data, local0, eps=args.step, T=args.T, record_every=every,
-                   generator=torch.Generator().manual_seed(args.seed + 2),
-                   batch_size=args.batch_size or None, progress=rank == 0)
-        local_rec, risk = run_.heads, run_.risk
-    else:
-        flow = reference_flow(model, task.data, local0, T=args.T, step=args.step, record_every=every,
-                              keep_stages=False, progress=rank == 0)
-        local_rec, risk = flow.population, flow.risk
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
-    heads = gather_heads(local_rec, args.N)
-    result = {"heads": heads.cpu(), "risk": risk, "wall_s": wall, "world": world, "N": args.N,
-              "steps": round(args.T / args.step), "device": str(dev), "args": vars(args)}
-    if rank == 0:
-        if args.out:
-            torch.save(result, args.out)
-        summary = {k: result[k] for k in ("world", "N", "steps", "wall_s", "device")}
-        summary["risk_T"] = float(risk[-1])
-        if dev.type == "cuda":
-            summary["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(dev)
-        print(json.dumps(summary))
-    dist.destroy_process_group()
-    return result
-
-
-def main(argv=None) -> int:
-    """The launcher's command line, to be started with torchrun: ``-m mfattn.distributed`` runs it
-    directly, and ``-m mfattn shard`` (see the module) takes the same options.
-
-    Parses the options (method, task, number of heads, step, horizon, device, dtype, output
-    file; ``--help`` lists them), runs the sharded dynamics and destroys the process group;
-    rank 0 prints a JSON summary and saves the gathered run to ``--out``.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        The command-line arguments; ``sys.argv[1:]`` when None.
-
-    Returns
-    -------
-    int
-        0, the exit status.
-
-    Examples
-    --------
-    ``--help`` prints the options and exits before any process group is started:
-
-    >>> from mfattn.distributed import main
-    >>> try:
-    ...     main(["--help"])
-    ... except SystemExit as exit:
-    ...     print("exit status", exit.code)
-    usage: torchrun ... -m mfattn shard ...
-    exit status 0
-    """
-    p = argparse.ArgumentParser(prog="torchrun ... -m mfattn shard", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    run(p.parse_args(argv))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -105,7 +105,7 @@ if numba is not None:
                         V[l, k, h] += xv * Wb[blk, 2 * m + i, h]
 
     @njit(inline="always", cache=True, error_model="numpy")
-    def _exp_parts(x, C):  # pragma: no cover - compiled
+    def exp_parts(x, C):  # pragma: no cover - compiled
         # e^x for x <= 0 as (p, k) with e^x = p 2^-k, written out so that a loop over heads
         # vectorises (a call to libm's exp does not): x = r - k ln 2 with |r| <= ln 2 / 2 (Cody-Waite,
         # ln 2 in two parts), p = e^r by its Taylor polynomial of degree 13 (remainder below 2e-16
@@ -128,7 +128,7 @@ if numba is not None:
     @njit(inline="always", cache=True, error_model="numpy")
     def _softmax_row(Q, K, l, scale, s, mx, den, C, pw):  # pragma: no cover - compiled
         # s[j] = row l of the causal row softmax (6) of scale Q K^T, j <= l (stable: max subtracted),
-        # its exponentials by _exp_parts, 2^-k in the exponent bits of pw (an integer view of the
+        # its exponentials by exp_parts, 2^-k in the exponent bits of pw (an integer view of the
         # same memory as `two`).
         d_k, H = Q.shape[1], Q.shape[2]
         bias, shift = pw[0], pw[1]  # the exponent's bias and position, set by the caller
@@ -148,7 +148,7 @@ if numba is not None:
                 mx[h] = max(mx[h], s[j, h])
         for j in range(l + 1):
             for h in range(H):
-                p, kf = _exp_parts(scale * (s[j, h] - mx[h]), C)
+                p, kf = exp_parts(scale * (s[j, h] - mx[h]), C)
                 s[j, h] = p
                 bits[h] = (bias - int(kf)) << shift
             for h in range(H):
@@ -325,7 +325,7 @@ if numba is not None:
                     g[h] += XT[b, k, i0 + h] * xk
             for h in range(w):
                 c = g[h] if g[h] < one else one
-                p, kf = _exp_parts(bt * (c - one), C)
+                p, kf = exp_parts(bt * (c - one), C)
                 g[h] = p
                 bits[h] = (bias - int(kf)) << shift
             for h in range(w):
@@ -444,7 +444,7 @@ def plain(*tensors) -> bool:
     return True
 
 
-def _threads():
+def set_threads():
     """Use the torch thread count (OMP_NUM_THREADS, torch.set_num_threads), at most numba's pool."""
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
 
@@ -471,7 +471,7 @@ def _np(t: torch.Tensor):
 _CONST = {}
 
 
-def _constants(dtype):
+def exp_constants(dtype):
     """The exponential's constants (see ``_softmax_row``) in the data's dtype, so that a float32 kernel
     computes in float32 throughout, and the exponent's bias and bit position for its integer type."""
     if dtype not in _CONST:
@@ -520,7 +520,7 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     >>> bool(torch.allclose(z, torch_path.logits(data.X, heads, w), rtol=1e-12, atol=0))
     True
     """
-    _threads()
+    set_threads()
     Wb, nb, H = _blocks(heads)
     wb = _np(torch.nn.functional.pad(weights, (0, nb * H - weights.shape[0])).reshape(nb, H))
     B, L, d_x = X.shape
@@ -530,7 +530,7 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     groups = max(1, min(nb, _TASKS // splits))
     partial = np.zeros((groups, B, L, d_x), dtype=Wb.dtype)
     _sum_kernel(_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, groups, splits, partial,
-                *_constants(Wb.dtype.type))
+                *exp_constants(Wb.dtype.type))
     return torch.from_numpy(partial.sum(0) if groups > 1 else partial[0])
 
 
@@ -580,7 +580,7 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     >>> bool(torch.allclose(grad, model.grad_first_variation(data, heads, heads, w), rtol=1e-12, atol=1e-15))
     True
     """
-    _threads()
+    set_threads()
     Wb, nb, H = _blocks(heads)
     M, D = heads.shape
     B = X.shape[0]
@@ -588,7 +588,7 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     out = np.zeros((nb, splits, D if grad else 0, H), dtype=Wb.dtype)
     phi = np.zeros((nb, splits, H), dtype=Wb.dtype)
     _grad_kernel(_np(X), _np(G), Wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, grad, out, phi,
-                 *_constants(Wb.dtype.type))
+                 *exp_constants(Wb.dtype.type))
     if per_sample:  # (nb, B, D, H) -> (B, M, D)
         g = torch.from_numpy(out).permute(1, 0, 3, 2).reshape(B, nb * H, D)[:, :M] if grad else None
         return g, torch.from_numpy(phi).permute(1, 0, 2).reshape(B, nb * H)[:, :M]
@@ -629,11 +629,11 @@ def token_sums(X: torch.Tensor, beta: torch.Tensor):
     >>> bool(torch.allclose(Z, torch.full((1, 2), 1 + torch.e ** -2, dtype=torch.float64)))
     True
     """
-    _threads()
+    set_threads()
     XT = X.detach().transpose(1, 2).contiguous().numpy()
     B, d, n = XT.shape
     A = np.empty((B, d + 1, n), dtype=XT.dtype)
-    _token_kernel(XT, beta.detach().to(X.dtype).contiguous().numpy(), A, *_constants(XT.dtype.type))
+    _token_kernel(XT, beta.detach().to(X.dtype).contiguous().numpy(), A, *exp_constants(XT.dtype.type))
     A = torch.from_numpy(A)
     return A[:, :d].transpose(1, 2), A[:, d]
 
@@ -681,7 +681,7 @@ def token_velocity(X: torch.Tensor, beta: torch.Tensor, normalized: torch.Tensor
     >>> bool(torch.allclose(V[0], torch.tensor([[0.0, e / 2], [e / 2, 0.0]], dtype=torch.float64)))
     True
     """
-    _threads()
+    set_threads()
     dt = X.dtype
     XT = X.detach().transpose(1, 2).contiguous().numpy()
     B, d, n = XT.shape
@@ -689,7 +689,7 @@ def token_velocity(X: torch.Tensor, beta: torch.Tensor, normalized: torch.Tensor
     Z = np.empty((B, n), dtype=XT.dtype)
     fixed = torch.where(normalized.cpu(), 0.0, float(n)).to(dt)
     _velocity_kernel(XT, *(_np(t.detach().cpu().to(dt)) for t in (beta, fixed, mlp, sign, directions, scales)),
-                     TOKEN_ACTIVATIONS[activation], V, Z, *_constants(XT.dtype.type))
+                     TOKEN_ACTIVATIONS[activation], V, Z, *exp_constants(XT.dtype.type))
     return torch.from_numpy(V).transpose(1, 2), torch.from_numpy(Z)
 
 

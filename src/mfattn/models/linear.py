@@ -249,8 +249,10 @@ class LinearModel(ParticleModel):
             The particles at ``t = 0``.
         times : sequence of float
             Times ``>= 0``.
-        zeta : float, profile or callable, default 1.0
-            The learning-rate profile (:func:`mfattn.flows.integrate.as_profile`).
+        zeta : float or profile, default 1.0
+            The learning-rate profile: a constant, or anything with ``integral(t)``
+            (:class:`~mfattn.flows.integrate.Constant`, :class:`~mfattn.flows.integrate.Decaying`,
+            :func:`~mfattn.flows.integrate.as_profile` of a function).
 
         Returns
         -------
@@ -265,11 +267,16 @@ class LinearModel(ParticleModel):
         >>> bool(torch.allclose(W[-1], m_star.expand(2, 3), atol=1e-10))   # the flow reaches m*
         True
         """
-        from ..flows.integrate import as_profile
-
+        if isinstance(zeta, (int, float)) and not isinstance(zeta, bool):
+            c = float(zeta)
+            clock = lambda t: c * t  # noqa: E731
+        elif callable(getattr(zeta, "integral", None)):
+            clock = zeta.integral
+        else:
+            raise ValueError("zeta: expected a number or a profile with integral(t) "
+                             "(mfattn.flows.integrate.as_profile turns a function into one)")
         data = self.check_data(data)
         heads0, weights = self.check_measure(heads0, None, "heads0")
-        zeta = as_profile(zeta)
         X, y = data.X.double(), data.Y[:, 0].double()
         n = X.shape[0]
         lam, V = torch.linalg.eigh(X.T @ X / n)
@@ -279,7 +286,7 @@ class LinearModel(ParticleModel):
         c0 = V.T @ m0
         out = []
         for t in times:
-            Z = float(zeta.integral(float(t)))
+            Z = float(clock(float(t)))
             decay = torch.exp(-2 * lam * Z)
             gain = torch.where(lam > 0, -torch.expm1(-2 * lam * Z) / torch.where(lam > 0, lam, 1.0), 2 * Z)
             m = V @ (c0 * decay + beta * gain)

@@ -474,8 +474,30 @@ class HeadModel(ParticleModel):
         hb = self.chunk_size or max(1, min(n_heads, self._budget // (per * sb)))
         return sb, hb
 
-    def _mask_bias(self, L: int) -> torch.Tensor:
-        """The causal mask (5) as an additive bias: 0 on and below the diagonal, -inf above."""
+    def causal_bias(self, L: int) -> torch.Tensor:
+        """The causal mask (5) as an additive bias: 0 on and below the diagonal, -inf above. Built
+        once per sequence length and kept (a caller about to enter a ``torch.func`` transform builds
+        it first, so that the kept tensor holds no autodiff level).
+
+        Parameters
+        ----------
+        L : int
+            Sequence length.
+
+        Returns
+        -------
+        Tensor (1, L, L)
+            In the model's dtype and device.
+
+        Examples
+        --------
+        >>> from mfattn.models.tasks import example
+        >>> model = example().model
+        >>> model.causal_bias(3)[0]
+        tensor([[0., -inf, -inf],
+                [0., 0., -inf],
+                [0., 0., 0.]], dtype=torch.float64)
+        """
         if self._bias is None or self._bias.shape[-1] != L:
             future = torch.ones(L, L, dtype=torch.bool, device=self.device).triu(1)
             bias = torch.zeros(1, L, L, dtype=self.dtype, device=self.device).masked_fill(future, float("-inf"))
@@ -500,9 +522,9 @@ class HeadModel(ParticleModel):
         Q, K, V = P[0], P[1], P[2]
         # scores Q K^T / sqrt(d_k) with the causal mask (5) as an additive -inf bias, in one batched product
         if self._tiny and L <= TINY_L:
-            S = self._prod(Q, K, "nt").mul_(self._scale).add_(self._mask_bias(L))
+            S = self._prod(Q, K, "nt").mul_(self._scale).add_(self.causal_bias(L))
         else:
-            S = torch.baddbmm(self._mask_bias(L), Q.reshape(-1, L, d_k), K.reshape(-1, L, d_k).transpose(1, 2),
+            S = torch.baddbmm(self.causal_bias(L), Q.reshape(-1, L, d_k), K.reshape(-1, L, d_k).transpose(1, 2),
                               alpha=self._scale).view(c, B, L, L)
         A = torch.softmax(S, dim=-1)  # row softmax (6)
         return Q, K, V, A, self._prod(A, V, "nn")

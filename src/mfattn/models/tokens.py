@@ -476,7 +476,9 @@ def uniform_sphere(B: int, n: int, d: int, *, generator: torch.Generator, dtype=
     return (g / g.norm(dim=-1, keepdim=True)).to(dtype)
 
 
-def _kernel(X, beta):
+def interaction_kernel(X, beta):
+    """The tokens' interaction kernel ``exp(beta (<x_i, x_j> - 1))`` (B, n, n), inner products clamped
+    at 1 (unit tokens), for tokens ``X`` (B, n, d) and one ``beta`` (B,) per system."""
     G = (X @ X.transpose(1, 2)).clamp(max=1.0)
     return torch.exp(beta.to(X)[:, None, None] * (G - 1.0))
 
@@ -487,7 +489,7 @@ def _sums(X, s: TokenSystem):
     ``(n, n)`` kernel) elsewhere and as its oracle."""
     if fused.available() and fused.plain(X):
         return fused.token_sums(X, s.beta)
-    W = _kernel(X, s.beta)
+    W = interaction_kernel(X, s.beta)
     return W @ X, W.sum(-1)
 
 

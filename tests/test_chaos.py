@@ -1,0 +1,193 @@
+"""The propagation-of-chaos experiment (mfattn.analysis.chaos) against oracles it does not use:
+
+* the linear model, where every particle moves with the population's mean: gradient descent moves a
+  cloud by (A^k - I)(m_0 - m*) with A = I - 2 zeta h Sigma, so a run's pathwise error against a
+  reference's characteristics is (A^k - I)(m_run - m_ref), the same for every head, in closed form;
+* the attention heads at small N, where the tagged characteristics are computed a second way: the
+  run's heads carried inside the reference population with weight zero (they move in its field and
+  do not change it), by one call of the integrator, without stage residuals;
+* the floor's rule, on values built from known errors and floors;
+* the rate itself: for the linear model the error is a Gaussian mean's, exactly N^-1/2 in law.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mfattn.analysis.chaos import DOMINATED_BELOW, ChaosResult, ChaosSetup, expected_floor_ratio, floor_corrected
+from mfattn.companion.sweep import run_chaos
+from mfattn.flows.integrate import integrate
+from mfattn.flows.seeds import stream
+from mfattn.models.linear import linear_regression
+from mfattn.models.tasks import example
+
+H, T, EVERY, ZETA = 0.05, 1.0, 0.25, 0.7
+
+
+@pytest.fixture(scope="module")
+def linear():
+    model, data, _ = linear_regression(d=4, n=30, generator=torch.Generator().manual_seed(3), noise=0.1)
+
+    def draw(n, *name):
+        return 0.8 * torch.randn(n, 4, generator=stream(11, name), dtype=torch.float64)
+
+    def train(h0, **kw):
+        return integrate(model, data, h0, stepper="gd", step=H, T=T, record_every=EVERY, zeta=ZETA,
+                         batch_size=None, progress=False, **kw)
+
+    return model, data, ChaosSetup(model, data, draw=draw, train=train)
+
+
+def test_linear_model_errors_equal_the_closed_form(linear):
+    model, data, setup = linear
+    refs = [setup.reference(w, 300) for w in (1, 2)]
+    out = setup.point(refs, 7, 2)
+    X = data.X.numpy()
+    A = np.eye(4) - 2 * ZETA * H * X.T @ X / X.shape[0]
+    m_run = setup.draw(7, "heads", 2).numpy().mean(0)
+    m_a, m_b = (setup.draw(300, "reference", w).numpy().mean(0) for w in (1, 2))
+    per_record = round(EVERY / H)
+    for j in range(round(T / EVERY) + 1):
+        move = np.linalg.matrix_power(A, j * per_record) - np.eye(4)
+        e, fl = np.linalg.norm(move @ (m_run - m_a)), np.linalg.norm(move @ (m_b - m_a))
+        # every head has the same error: max and RMS agree with the closed form
+        assert out["e_max"][j] == pytest.approx(e, rel=1e-9, abs=1e-13)
+        assert out["e_rms"][j] == pytest.approx(e, rel=1e-9, abs=1e-13)
+        assert out["floor_e_max"][j] == pytest.approx(fl, rel=1e-9, abs=1e-13)
+    assert out["norm0"] == pytest.approx(np.linalg.norm(setup.draw(7, "heads", 2).numpy(), axis=1).max())
+
+
+def test_heads_characteristics_agree_with_zero_weight_passengers():
+    model, data, _, _ = example()
+    ref_cloud = {w: torch.randn(40, model.d_omega, generator=stream(5, ("reference", w)), dtype=torch.float64)
+                 for w in (1, 2)}
+
+    def draw(n, *name):
+        return ref_cloud[name[1]][:n] if name[0] == "reference" else \
+            torch.randn(n, model.d_omega, generator=stream(5, name), dtype=torch.float64)
+
+    def train(h0, **kw):
+        return integrate(model, data, h0, stepper="rk4", step=0.1, T=0.6, record_every=0.2, batch_size=None,
+                         progress=False, **kw)
+
+    setup = ChaosSetup(model, data, draw=draw, train=train)
+    refs = [setup.reference(w, 40) for w in (1, 2)]
+    out = setup.point(refs, 3, 0)
+    h0 = draw(3, "heads", 0)
+    run = train(h0)
+
+    def carried(w):  # the reference with h0 as passengers of weight zero
+        cloud = torch.cat([ref_cloud[w], h0])
+        weights = torch.cat([torch.full((40,), 1 / 40, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)])
+        return integrate(model, data, cloud, stepper="rk4", step=0.1, T=0.6, record_every=0.2, batch_size=None,
+                         weights=weights, progress=False).heads[:, 40:]
+
+    ta, tb = carried(1), carried(2)
+    e = (run.heads - ta).norm(dim=-1)
+    np.testing.assert_allclose(out["e_max"], e.max(1).values.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out["e_rms"], e.pow(2).mean(1).sqrt().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out["floor_e_rms"], (tb - ta).norm(dim=-1).pow(2).mean(1).sqrt().numpy(),
+                               rtol=1e-9, atol=1e-12)
+    risk_a = [float(model.risk(data, ta[j])) for j in range(ta.shape[0])]
+    np.testing.assert_allclose(out["d25_tags"], np.abs(run.risk.numpy() - risk_a), rtol=1e-9, atol=1e-13)
+    assert out["e_max"][0] == 0.0 and out["floor_e_max"][0] == 0.0  # one start for run and tags
+
+
+def test_the_floor_rule_recovers_a_known_error():
+    e = np.array([0.5, 0.2, 0.05, 0.01])      # the run's own errors
+    delta = 0.02                              # each reference's error; two references differ by sqrt(2) delta
+    raw, floor = np.sqrt(e**2 + delta**2), np.full(4, math.sqrt(2) * delta)
+    c = floor_corrected(raw, floor)
+    np.testing.assert_allclose(c.values, e, rtol=1e-12)
+    assert c.dominated.tolist() == (raw < DOMINATED_BELOW * floor).tolist() == [False, False, True, True]
+    kept = c.values[~c.dominated] / raw[~c.dominated]
+    assert np.all(kept >= math.sqrt(7 / 8) - 1e-12)  # a kept point moves by at most 6.5 %
+    for bad, name in (([-1.0], "raw"), ([math.nan], "raw")):
+        with pytest.raises(ValueError, match=name):
+            floor_corrected(bad, [0.0])
+    with pytest.raises(ValueError, match="floor"):
+        floor_corrected([1.0], [-0.1])
+
+
+def test_fit_leaves_out_dominated_runs_and_says_when_too_few_remain():
+    Ns = [8, 32, 128, 512]
+    rows = [{"N": N, "e_rms": [0.0, N ** -0.5], "floor_e_rms": [0.0, 0.04]} for N in Ns]
+    res = ChaosResult(rows)
+    dom = res.corrected("e_rms").dominated           # 512^-1/2 = 0.044 < 0.08 <= 128^-1/2
+    assert dom.tolist() == [False, False, False, True]
+    fit = res.fit("e_rms")
+    assert fit.n == 3                                # the undominated runs
+    net = np.sqrt(np.array(Ns[:3], dtype=float) ** -1 - 0.04**2 / 2)
+    assert fit.slope == pytest.approx(np.polyfit(np.log(Ns[:3]), np.log(net), 1)[0])
+    assert res.dominated_share("e_rms") == 0.25
+    raw = res.fit("e_rms", corrected=False)
+    assert raw.n == 4 and raw.slope == pytest.approx(-0.5)
+    with pytest.raises(ValueError, match="quantity: the floor dominates"):
+        ChaosResult(rows[2:] * 2).fit("e_rms")
+    with pytest.raises(ValueError, match="quantity: 'd24' was not measured"):
+        res.sup("d24")
+    assert res.sup("e_rms", upto=0).tolist() == [0.0] * 4
+    with pytest.raises(ValueError, match="records"):
+        ChaosResult([])
+    with pytest.raises(ValueError, match="records"):
+        ChaosResult([{"e_rms": [1.0]}])
+
+
+def test_the_linear_rate_is_one_half(linear):
+    """The run's error is (A^k - I) times the mean of N Gaussian draws minus the reference's: exactly
+    of order N^-1/2 in law, so the fitted rate (floor removed) must contain -1/2 and exclude -1/4."""
+    model, data, setup = linear
+    refs = [setup.reference(w, 1 << 16) for w in (1, 2)]
+    rows = [{"N": N, "s": s, **setup.point(refs, N, s)} for N in (8, 32, 128, 512) for s in range(12)]
+    fit = ChaosResult(rows).fit("e_rms")
+    assert fit.slope_lo < -0.5 < fit.slope_hi
+    assert fit.slope_hi < -0.25
+    assert expected_floor_ratio(1 << 16, 512) == pytest.approx(8.0)
+
+
+def test_point_refuses_bad_input(linear):
+    model, data, setup = linear
+    refs = [setup.reference(w, 16) for w in (1, 2)]
+    with pytest.raises(ValueError, match="^N:"):
+        setup.point(refs, 0, 0)
+    with pytest.raises(ValueError, match="^s:"):
+        setup.point(refs, 4, -1)
+    with pytest.raises(ValueError, match="^refs:"):
+        setup.point(refs[:1], 4, 0)
+    other = ChaosSetup(model, data, draw=setup.draw,
+                       train=lambda h0, **kw: integrate(model, data, h0, stepper="gd", step=H, T=T, record_every=0.5,
+                                                        zeta=ZETA, batch_size=None, progress=False, **kw))
+    with pytest.raises(ValueError, match="recording times"):
+        other.point(refs, 4, 0)
+    with pytest.raises(ValueError, match="n_ref"):
+        setup.reference(1, 0)
+
+
+def test_run_chaos_saves_and_resumes(linear, tmp_path):
+    model, data, setup = linear
+    calls = []
+
+    def counted(h0, **kw):
+        calls.append(h0.shape[0])
+        return setup.train(h0, **kw)
+
+    s2 = ChaosSetup(model, data, draw=setup.draw, train=counted)
+    first = run_chaos(s2, [4, 8], 2, 64, tmp_path, key={"law": "gauss"}, progress=False)
+    assert sorted(calls) == [4, 4, 8, 8, 64, 64]
+    calls.clear()
+    again = run_chaos(s2, [4, 8, 16], 2, 64, tmp_path, key={"law": "gauss"}, progress=False)
+    assert calls == [16, 16]                     # the references and the finished runs were read back
+    assert again.records[:4] == first.records
+    np.testing.assert_array_equal(again.N, [4, 4, 8, 8, 16, 16])
+    calls.clear()
+    run_chaos(s2, [4], 1, 64, tmp_path, key={"law": "ball"}, progress=False)
+    assert sorted(calls) == [4, 64, 64]          # another key: its own references and runs
+    for bad, name in (([], "N_grid"), ([0], "N_grid"), ((4.0,), "N_grid")):
+        with pytest.raises(ValueError, match=name):
+            run_chaos(s2, bad, 1, 64, tmp_path, progress=False)
+    with pytest.raises(ValueError, match="n_seeds"):
+        run_chaos(s2, [4], 0, 64, tmp_path, progress=False)
+    with pytest.raises(ValueError, match="n_ref"):
+        run_chaos(s2, [4], 1, True, tmp_path, progress=False)
