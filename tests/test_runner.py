@@ -128,8 +128,9 @@ def test_interrupted_run_resumes_from_the_cache_and_a_changed_parameter_recomput
     assert 3 <= len(done) < 40 and done == list(range(len(done)))
     assert (toy / "first" / "01-toy.ipynb").exists()  # the partial notebook is kept
 
-    res = cli(toy, "run", "01", "-p", "n_points", "40", "-p", "delay", "0.25", "--out", str(toy / "second"), "--quiet")
+    res = cli(toy, "run", "01", "-p", "n_points", "40", "-p", "delay", "0.25", "--out", str(toy / "second"))
     assert res.returncode == 0, res.stderr
+    assert "runs stopped before their end went into this cache" in res.stderr  # saved work is not paid again
     again = calls(toy)[len(done):]
     assert sorted(again) == [i for i in range(40) if i not in done]  # finished points loaded, not recomputed
     executed = nbformat.read(toy / "second" / "01-toy.ipynb", as_version=4)

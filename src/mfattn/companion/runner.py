@@ -474,6 +474,20 @@ def _atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _spent(folder: Path | None) -> float:
+    """Seconds that runs stopped before their end (interrupted, failed) spent on this cache: their
+    finished work is saved there, so a rerun does not pay for it again."""
+    try:
+        return float(json.loads((folder / "spent.json").read_text())["seconds"]) if folder else 0.0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _add_spent(folder: Path | None, seconds: float) -> None:
+    if folder is not None and folder.is_dir():
+        _atomic_write_text(folder / "spent.json", json.dumps({"seconds": round(_spent(folder) + seconds, 2)}))
+
+
 def _finished_run(folder: Path | None) -> float | None:
     """The seconds of the last run that ran to its end from the cache ``folder``, or ``None``."""
     try:
@@ -627,6 +641,10 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
     ci = check_values(src, {})
     differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
+    spent = _spent(cache_folder)
+    if spent and done is None and not quiet:  # finished work of stopped runs is read back, not paid for again
+        print(f"mfattn: {fmt_seconds(spent)} of runs stopped before their end went into this cache; what they "
+              "finished is read back, so this run costs that much less than an estimate below says", file=sys.stderr)
     if done is not None and not quiet:
         print(f"mfattn: this configuration ran to its end before from this cache; its saved work is read back, "
               f"not recomputed (the last run from it took {fmt_seconds(done)})", file=sys.stderr)
@@ -704,10 +722,12 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             pm.execute_notebook(str(source_nb), str(target), parameters=params, kernel_name="python3",
                                 cwd=str(src.parent), progress_bar=False, execution_timeout=timeout, km=km)
     except pm.PapermillExecutionError as e:
+        _add_spent(cache_folder, time.perf_counter() - t0)
         first = next((ln for ln in (e.source or "").splitlines() if ln.strip() and not ln.startswith(("#", ":"))), "")
         raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
                          f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
     except (KeyboardInterrupt, Exception) as e:
+        _add_spent(cache_folder, time.perf_counter() - t0)
         if interrupted or isinstance(e, KeyboardInterrupt):
             _kill(km)
             where = (f"; finished work is kept in {params['cache_dir']}, rerun the same command to resume"
