@@ -207,6 +207,14 @@ def test_the_floor_dominates_whole_grid_points_never_single_runs():
     for n in Ns:                                     # one decision per N
         assert len(set(dom[N == n].tolist())) == 1
     assert dom[N == 512].all() and not dom[N < 512].any()
+    # one factor per N, from the medians: a run far below the floor is scaled, never corrected to zero
+    tiny = ChaosResult(rows + [{"N": 16, "e_rms": [0.0, 1e-3], "floor_e_rms": [0.0, floor]}]).corrected("e_rms")
+    assert tiny.values[-1] > 0
+    ratio = res.corrected("e_rms").values / res.sup("e_rms")
+    for n in Ns:
+        assert np.ptp(ratio[N == n]) < 1e-12
+        if n < 512:
+            assert math.sqrt(7 / 8) - 1e-12 <= ratio[N == n][0] <= 1
     fit = res.fit("e_rms")
     assert fit.n == 120 and fit.slope_lo <= -0.5 <= fit.slope_hi
     # the per-run rule it replaces keeps only the large draws at N = 512: a flatter slope

@@ -486,12 +486,15 @@ class ChaosResult:
         return self._series(f"floor_{quantity}", upto)
 
     def corrected(self, quantity: str, *, upto: int | None = None) -> Corrected:
-        """Per run, the supremum with the floor removed by :func:`floor_corrected`, and which runs the floor dominates.
+        r"""Per run, the supremum with the floor removed by :func:`floor_corrected`, and which runs the floor dominates.
 
-        Domination is decided per number of heads, never per run: every run at one ``N`` is
-        dominated when the median of their raw values is below :data:`DOMINATED_BELOW` times the
-        median of their floors. Leaving out single runs by their own value would keep the large
-        errors and drop the small ones at the largest ``N``, and so flatten the fitted slope.
+        The correction is decided per number of heads, never per run, from the medians at that
+        ``N``: :func:`floor_corrected` of the median raw value and the median floor gives one factor
+        (between :math:`\sqrt{7/8}` and 1 where the floor does not dominate) that scales every run at
+        that ``N``, and every run there is dominated when the median raw value is below
+        :data:`DOMINATED_BELOW` times the median floor. A run's own floor would correct a small
+        error to zero, and leaving out single runs by their own value would keep the large errors
+        and drop the small ones at the largest ``N``, and so flatten the fitted slope.
 
         Parameters
         ----------
@@ -513,12 +516,13 @@ class ChaosResult:
         [False, False, True, True]
         """
         raw, floor = self.sup(quantity, upto=upto), self.floor(quantity, upto=upto)
-        c = floor_corrected(raw, floor)
-        dominated = np.zeros(len(raw), dtype=bool)
+        values, dominated = np.empty(len(raw)), np.zeros(len(raw), dtype=bool)
         for n in np.unique(self.N):
             at = self.N == n
-            dominated[at] = np.median(raw[at]) < DOMINATED_BELOW * np.median(floor[at])
-        return Corrected(c.values, dominated)
+            typical = floor_corrected(np.median(raw[at]), np.median(floor[at]))
+            values[at] = raw[at] * (typical.values / max(np.median(raw[at]), 1e-300))
+            dominated[at] = typical.dominated
+        return Corrected(values, dominated)
 
     def fit(self, quantity: str, *, upto: int | None = None, corrected: bool = True,
             level: float = 0.95) -> LogLogFit:
