@@ -6,7 +6,8 @@ leave the kernels compiled for a GPU. The subprocess runs ``tests/triton_oracle.
 against the float64 torch engine (``HeadModel(fused=False)``) on a grid of shapes (single head,
 single token and sequence of length one included), against a closed form for scores up to 1e4 (where
 an unstable softmax overflows), and with large logits; float64 to 1e-10 and float32 to 1e-5,
-relative to the largest entry. Input validation, which runs before any kernel, is
+relative to the largest entry. The same script runs on a GPU in ``tools/device_check.py``, whose
+dry run (its CPU mode) is tested here too. Input validation, which runs before any kernel, is
 tested in this process.
 """
 
@@ -74,6 +75,39 @@ def test_splits_closed_form_and_large_logits(oracle):
         these = [c for c in checks if needle in c["name"]]
         assert len(these) == least and all(c["ok"] for c in these), these
     assert summary["failed"] == [] and rc == 0
+
+
+@needs_triton
+def test_device_check_dry_run(tmp_path):
+    """tools/device_check.py's CPU mode: every part's record and output, the benchmark's rows with their
+    roofline fractions; a part past its limit is stopped and recorded as such, and the next one runs."""
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "device_check.py"), "--dry-run", "--out", str(tmp_path),
+                          "--limits", "oracle=0.3"], env=interpreter_env(), capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    report = json.loads((tmp_path / "device_check.json").read_text())
+    parts = report["parts"]
+    assert run.returncode == 1  # the stopped part fails the check
+    assert parts["env"]["status"] == "ok" and parts["env"]["dry_run"]
+    assert parts["oracle"]["status"] == "timeout" and parts["oracle"]["seconds"] < 5
+    assert parts["bench"]["status"] == "ok", (tmp_path / "bench.log").read_text()[-3000:]
+    assert parts["pytest"]["status"].startswith("skipped")
+    res = parts["bench"]["results"]
+    assert [(r["dtype"], r["N"]) for r in res["rows"]] == [(d, N) for d in ("float32", "float64") for N in res["Ns"]]
+    for r in res["rows"]:
+        assert r["agree"] < (1e-5 if r["dtype"] == "float32" else 1e-12)
+        assert r["torch_s"] > 0 and r["triton_s"] > 0 and r["bound"] in ("fma", "exp", "memory")
+        assert r["triton_fraction"] == pytest.approx(r["roof_s"] / r["triton_s"])
+    assert set(res["ceilings"]) == {"float32", "float64"}
+    text = (tmp_path / "summary.txt").read_text()
+    assert "oracle  timeout" in text and "| float64 |" in text and run.stdout.strip() == text.strip()
+    # the oracle's own record, read back from its JSON lines, when it is not stopped
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "device_check.py"), "--dry-run", "--out",
+                          str(tmp_path / "full"), "--limits", "bench=0"], env=interpreter_env(), capture_output=True,
+                         text=True, timeout=120)
+    parts = json.loads((tmp_path / "full" / "device_check.json").read_text())["parts"]
+    assert parts["oracle"]["status"] == "ok" and parts["oracle"]["interpreted"] is True
+    assert parts["oracle"]["checks"] >= 10 and parts["oracle"]["failed"] == []
+    assert parts["bench"]["status"] == "timeout"
 
 
 def test_value_errors_name_the_argument():
