@@ -191,3 +191,52 @@ def test_run_chaos_saves_and_resumes(linear, tmp_path):
         run_chaos(s2, [4], 0, 64, tmp_path, progress=False)
     with pytest.raises(ValueError, match="n_ref"):
         run_chaos(s2, [4], 1, True, tmp_path, progress=False)
+
+
+def test_the_floor_dominates_whole_grid_points_never_single_runs():
+    # errors N^-1/2 times a spread across draws; at N = 512 half the draws lie below twice the floor
+    rng = np.random.default_rng(5)
+    Ns = [16, 64, 128, 512]
+    spread = np.exp(rng.normal(0.0, 0.5, size=(len(Ns), 40)))
+    floor = 0.03    # twice the floor, 0.06: above the median error at N = 512 (0.044), below it at 128 (0.088)
+    rows = [{"N": N, "e_rms": [0.0, N ** -0.5 * x], "floor_e_rms": [0.0, floor]}
+            for N, xs in zip(Ns, spread) for x in xs]
+    res = ChaosResult(rows)
+    dom = res.corrected("e_rms").dominated
+    N = res.N
+    for n in Ns:                                     # one decision per N
+        assert len(set(dom[N == n].tolist())) == 1
+    assert dom[N == 512].all() and not dom[N < 512].any()
+    # one factor per N, from the medians: a run far below the floor is scaled, never corrected to zero
+    tiny = ChaosResult(rows + [{"N": 16, "e_rms": [0.0, 1e-3], "floor_e_rms": [0.0, floor]}]).corrected("e_rms")
+    assert tiny.values[-1] > 0
+    ratio = res.corrected("e_rms").values / res.sup("e_rms")
+    for n in Ns:
+        assert np.ptp(ratio[N == n]) < 1e-12
+        if n < 512:
+            assert math.sqrt(7 / 8) - 1e-12 <= ratio[N == n][0] <= 1
+    fit = res.fit("e_rms")
+    assert fit.n == 120 and fit.slope_lo <= -0.5 <= fit.slope_hi
+    # the per-run rule it replaces keeps only the large draws at N = 512: a flatter slope
+    per_run = (res.sup("e_rms") < 2 * res.floor("e_rms"))
+    keep = ~per_run
+    biased = np.polyfit(np.log(N[keep]), np.log(res.corrected("e_rms").values[keep]), 1)[0]
+    assert biased > fit.slope + 0.02
+
+
+def test_run_chaos_returns_its_references(tmp_path):
+    import torch
+    from mfattn.analysis.chaos import ChaosSetup
+    from mfattn.companion.sweep import run_chaos
+    from mfattn.flows.integrate import integrate
+    from mfattn.flows.seeds import stream
+    from mfattn.models.linear import linear_regression
+    model, data, _ = linear_regression(d=3, n=20, generator=torch.Generator().manual_seed(0))
+    setup = ChaosSetup(model, data,
+                       draw=lambda n, *name: torch.randn(n, 3, generator=stream(0, name), dtype=torch.float64),
+                       train=lambda h0, **kw: integrate(model, data, h0, stepper="gd", step=0.1, T=0.5,
+                                                        record_every=0.5, batch_size=None, progress=False, **kw))
+    res = run_chaos(setup, (4, 8), 2, 32, tmp_path, progress=False)
+    h0 = setup.draw(4, "heads", 0)
+    ref = setup.reference(1, 32)
+    torch.testing.assert_close(res.references[0].characteristics(h0), ref.characteristics(h0))

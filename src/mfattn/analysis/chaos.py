@@ -28,7 +28,7 @@ the chapters' cache. Nothing here imports the companion.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -190,7 +190,7 @@ class ChaosSetup:
     >>> sorted(res.records[0])[:4]
     ['N', 'd25', 'd25_tags', 'e_max']
     >>> res.fit("e_rms").n, int(res.corrected("e_rms").dominated.sum())  # runs fitted; left out (the floor's)
-    (11, 1)
+    (12, 0)
     """
 
     model: ParticleModel
@@ -347,7 +347,7 @@ def floor_corrected(raw, floor) -> Corrected:
 
     A point whose raw value is below :data:`DOMINATED_BELOW` (2) times the floor is *dominated*:
     there the correction is larger than the error it leaves, and :meth:`ChaosResult.fit` leaves it
-    out. At every other point the correction lowers the raw value by at most
+    out (deciding per number of heads, see :meth:`ChaosResult.corrected`). At every other point the correction lowers the raw value by at most
     :math:`1-\sqrt{7/8}`, about 6.5 %.
 
     Parameters
@@ -394,6 +394,8 @@ class ChaosResult:
     ----------
     records : list of dict
         One per run, with ``N`` and the entries of :meth:`ChaosSetup.point` (a sweep's result rows).
+    references : list of Run, optional
+        The two references the runs were compared with (:meth:`ChaosSetup.reference`), when known.
 
     Examples
     --------
@@ -407,6 +409,7 @@ class ChaosResult:
     """
 
     records: list
+    references: list | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.records, (list, tuple)) or not self.records:
@@ -483,7 +486,15 @@ class ChaosResult:
         return self._series(f"floor_{quantity}", upto)
 
     def corrected(self, quantity: str, *, upto: int | None = None) -> Corrected:
-        """Per run, the supremum with the floor removed by :func:`floor_corrected`, and which points it dominates.
+        r"""Per run, the supremum with the floor removed by :func:`floor_corrected`, and which runs the floor dominates.
+
+        The correction is decided per number of heads, never per run, from the medians at that
+        ``N``: :func:`floor_corrected` of the median raw value and the median floor gives one factor
+        (between :math:`\sqrt{7/8}` and 1 where the floor does not dominate) that scales every run at
+        that ``N``, and every run there is dominated when the median raw value is below
+        :data:`DOMINATED_BELOW` times the median floor. A run's own floor would correct a small
+        error to zero, and leaving out single runs by their own value would keep the large errors
+        and drop the small ones at the largest ``N``, and so flatten the fitted slope.
 
         Parameters
         ----------
@@ -504,7 +515,14 @@ class ChaosResult:
         >>> res.corrected("e_rms").dominated.tolist()       # the floor 0.2 beside sups 0.25 and 0.125
         [False, False, True, True]
         """
-        return floor_corrected(self.sup(quantity, upto=upto), self.floor(quantity, upto=upto))
+        raw, floor = self.sup(quantity, upto=upto), self.floor(quantity, upto=upto)
+        values, dominated = np.empty(len(raw)), np.zeros(len(raw), dtype=bool)
+        for n in np.unique(self.N):
+            at = self.N == n
+            typical = floor_corrected(np.median(raw[at]), np.median(floor[at]))
+            values[at] = raw[at] * (typical.values / max(np.median(raw[at]), 1e-300))
+            dominated[at] = typical.dominated
+        return Corrected(values, dominated)
 
     def fit(self, quantity: str, *, upto: int | None = None, corrected: bool = True,
             level: float = 0.95) -> LogLogFit:

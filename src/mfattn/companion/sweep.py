@@ -269,7 +269,8 @@ def run_chaos(setup, N_grid, n_seeds: int, n_ref: int, folder, *, key: dict | No
     Returns
     -------
     ChaosResult
-        The runs, in the order of ``N_grid`` then the seeds.
+        The runs, in the order of ``N_grid`` then the seeds, with the two references bound to the
+        setup's model and data (``references``).
 
     Raises
     ------
@@ -309,4 +310,4 @@ def run_chaos(setup, N_grid, n_seeds: int, n_ref: int, folder, *, key: dict | No
     refs = [r.bind(setup.model, setup.data) for r in refs]
     points = [dict(kind="chaos", N=N, s=s, n_ref=n_ref, **key) for N in N_grid for s in range(n_seeds)]
     rows = run_sweep(lambda N, s, **_: setup.point(refs, N, s), points, folder, progress=progress, desc=desc)
-    return ChaosResult(rows)
+    return ChaosResult(rows, references=refs)
