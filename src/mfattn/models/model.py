@@ -60,7 +60,7 @@ def fused_kernels(device):
 
     Examples
     --------
-    >>> from mfattn.model import fused_kernels
+    >>> from mfattn.models.model import fused_kernels
     >>> fused_kernels("cpu").__name__
     'mfattn.models.fused'
     >>> fused_kernels("meta") is None
