@@ -28,7 +28,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval-sanitize.cfg --
 # on a reader's CPU.
 ALT_PATH := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_ENABLE_INSTRUCTIONS=AVX2
 
-.PHONY: help venv test test-unit test-nbval test-other-path unit nbval nbval-alt book check-html execute clean
+.PHONY: help venv test test-unit test-nbval test-other-path unit nbval nbval-alt book check-html execute device-check clean
 help:
 	@echo "make book     build the book into _build/html from the committed chapters (executes none)"
 	@echo "make test     unit and oracle tests, the docstrings' examples (doctests), chapter sync check;"
@@ -38,6 +38,9 @@ help:
 	@echo "              and fail on console errors, remote requests, unrendered math, images without alt"
 	@echo "              text or caption, anything wider than the text column (builds nothing)"
 	@echo "make execute  re-execute notebooks/*.md into the committed notebooks/*.ipynb (ci profile)"
+	@echo "make device-check  on a GPU machine with torch and triton (no venv): the Triton pass against its"
+	@echo "              oracles, timed against the torch path and the card's roofline, the CUDA tests;"
+	@echo "              about 8 minutes, into device-check/ (tools/device_check.py)"
 	@echo "make clean    remove _build and runs"
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -95,6 +98,12 @@ execute: $(STAMP)
 	@mkdir -p $(STATE)
 	# status 3: the chapter ran to its end and a claim failed; that is a result, and the run is kept
 	for md in $(CHAPTERS); do $(BIN)/python -m mfattn run $$md --inplace --quiet || [ $$? -eq 3 ] || exit 1; done
+
+# Runs with the machine's own python (a GPU machine has torch and triton, not this venv); each part of
+# the check has its own time limit, so the whole stays within about 8 minutes.
+DEVICE_CHECK_OUT ?= device-check
+device-check:
+	PYTHONPATH=src $(PYTHON) tools/device_check.py --out $(DEVICE_CHECK_OUT)
 
 clean:
 	rm -rf _build runs

@@ -11,7 +11,7 @@ import pytest
 
 MODULES = ["model", "data", "softmax", "activations", "particles", "integrate", "linear", "seeds", "dynamics", "optimizers", "baseline", "scaling", "longtime", "smoothness", "fitting",
            "transport", "chaos", "sweep", "static", "stability", "tasks", "tokens", "twolayer", "distributed", "shard", "book",
-           "evidence", "chapters", "plotting", "fused", "replicate", "verdicts", "render"]
+           "evidence", "chapters", "plotting", "fused", "fused_cuda", "replicate", "verdicts", "render"]
 
 
 def public_callables():

@@ -191,6 +191,8 @@ def test_run_chaos_saves_and_resumes(linear, tmp_path):
         run_chaos(s2, [4], 0, 64, tmp_path, progress=False)
     with pytest.raises(ValueError, match="n_ref"):
         run_chaos(s2, [4], 1, True, tmp_path, progress=False)
+    with pytest.raises(ValueError, match="key: kind name the experiment's own fields"):
+        run_chaos(s2, [4], 1, 64, tmp_path, key={"kind": "heads"}, progress=False)
 
 
 def test_the_floor_dominates_whole_grid_points_never_single_runs():

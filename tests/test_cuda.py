@@ -11,7 +11,8 @@ with the steps and the Hessian's products).
 import pytest
 import torch
 
-from mfattn import bench
+from mfattn import bench, fused_cuda
+from mfattn.model import HeadModel
 from mfattn.dynamics import reference_flow, sgd
 from mfattn.static import Ball, certificate, feature_sup, minimize_first_variation
 from mfattn.tasks import teacher_task
@@ -41,8 +42,10 @@ def pair(request):
     return (m64, d64, h64, w64, q64), (m32, d32, cu(h64), cu(w64), cu(q64))
 
 
-def test_model_functions(pair):
+@pytest.mark.parametrize("fused", [False, None], ids=["torch-path", "default-path"])
+def test_model_functions(pair, fused):
     (m, d, h, w, q), (M, D, H, W, Q) = pair
+    M = HeadModel(M.W_out, M.d_k, fused=fused)  # the default is the Triton pass where triton imports
     assert M.device.type == "cuda" and M.dtype == torch.float32 and M._tiny
     close(M.logits(D.X, H, W), m.logits(d.X, h, w), 2e-4)
     close(M.features(D.X, Q), m.features(d.X, q), 2e-4)
@@ -58,7 +61,7 @@ def test_model_functions(pair):
 
 def test_streamed_chunks_on_cuda(pair):
     (m, d, h, w, q), (M, D, H, W, Q) = pair
-    small = type(M)(M.W_out, M.d_k, chunk_size=2, sample_chunk=3)
+    small = type(M)(M.W_out, M.d_k, chunk_size=2, sample_chunk=3, fused=False)  # the torch path's chunks
     close(small.grad_first_variation(D, Q, H, W), m.grad_first_variation(d, q, h, w), 2e-4)
     close(small.evaluate(D.X, D.Y, H, W)[2], m.grad_first_variation(d, h, h, w), 2e-4)
 
@@ -100,3 +103,76 @@ def test_benchmark_baselines_agree_on_cuda(pair):
     ref = bench.engine_grad(M, D.X, D.Y, H, W).cpu()
     for impl in ("naive", "loop"):
         close(bench.GRADS[impl](M, D.X, D.Y, H, W), ref, 2e-4)
+
+
+# ------------------------------------------------------------------ the Triton pass (mfattn.fused_cuda)
+needs_triton = pytest.mark.skipif(not fused_cuda.available(), reason="triton not installed")
+
+
+@needs_triton
+def test_cuda_models_take_the_triton_pass(pair, monkeypatch):
+    """HeadModel on CUDA calls the Triton kernels by default (fused=False opts out), and the calls agree
+    with the float64 CPU engine."""
+    (m, d, h, w, q), (M, D, H, W, Q) = pair
+    assert M._fused and M._kernels is fused_cuda and M._fast(D.X, H, W)
+    assert not HeadModel(M.W_out, M.d_k, fused=False)._fast(D.X, H, W)
+    assert HeadModel(M.W_out, M.d_k, fused=True)._kernels is fused_cuda
+    calls = []
+    for name in ("head_sum", "head_pass"):
+        orig = getattr(fused_cuda, name)
+        monkeypatch.setattr(fused_cuda, name, lambda *a, _o=orig, _n=name, **k: calls.append(_n) or _o(*a, **k))
+    close(M.grad_first_variation(D, Q, H, W), m.grad_first_variation(d, q, h, w), 2e-4)
+    r, G, g, p = M.evaluate(D.X, D.Y, H, W, phi=True)
+    monkeypatch.undo()
+    assert calls == ["head_sum", "head_pass", "head_sum", "head_pass"]
+    r0, G0, g0, p0 = m.evaluate(d.X, d.Y, h, w, phi=True)
+    for a, b in ((r, r0), (G, G0), (g, g0), (p, p0)):
+        close(a, b, 2e-4)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 2e-5)], ids=["float64", "float32"])
+def test_triton_kernels_against_the_float64_engine(dtype, tol):
+    """The kernels alone, with several blocks of heads, slices of sequences and a padded last block
+    (N = 3000, 40 sequences), against the float64 torch path on the CPU; every entry point."""
+    m, d, h, w, g = make_problem(torch.float64, n=40, L=7, d_x=5, d_k=3, N=3000, fused=False)
+    G = m.evaluate(d.X, d.Y, h, w)[1]
+    cu = lambda t: t.to(device="cuda", dtype=dtype)
+    X, Gc, H, W = (t.to(dtype).double() for t in (d.X, G, h, w))  # the numbers the kernels see
+    out, _ = m.forward(X, H)
+    close(fused_cuda.head_sum(cu(X), cu(H), cu(W), 3), torch.einsum("c,cblx->blx", W, out), tol)
+    grad, phi = fused_cuda.head_pass(cu(X), cu(Gc), cu(H), 3)
+    close(grad, m.grad_at(X, Gc, H), tol)
+    close(phi, torch.einsum("cblx,blx->c", out, Gc), tol)
+    grad, phi = fused_cuda.head_pass(cu(X[:6]), cu(Gc[:6]), cu(H[:50]), 3, per_sample=True)
+    close(grad, m.grad_at(X[:6], Gc[:6], H[:50], per_sample=True), tol)
+    none, phi = fused_cuda.head_pass(cu(X), cu(Gc), cu(H), 3, grad=False)
+    assert none is None
+    close(phi, torch.einsum("cblx,blx->c", out, Gc), tol)
+
+
+@needs_triton
+def test_triton_pass_is_stable_and_deterministic():
+    """Scores in the thousands (an unstable softmax overflows) stay finite and match the float64 engine;
+    two calls give the same bits (partial sums added in a fixed order, no atomics)."""
+    m, d, h, w, _ = make_problem(torch.float64, n=16, L=8, N=500, fused=False)
+    big = 40.0 * h
+    M = m.to(device="cuda")
+    D = d.to(device="cuda")
+    assert M._kernels is fused_cuda
+    a = M.evaluate(D.X, D.Y, big.cuda(), w.cuda(), phi=True)
+    b = M.evaluate(D.X, D.Y, big.cuda(), w.cuda(), phi=True)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    ref = m.evaluate(d.X, d.Y, big, w, phi=True)
+    for x, y in zip(a, ref):
+        assert bool(torch.isfinite(x).all())
+        close(x, y, 1e-10)
+
+
+@needs_triton
+def test_triton_validation_on_cuda():
+    X = torch.zeros(2, 3, 4, device="cuda")
+    with pytest.raises(ValueError, match="^heads: on device cpu"):
+        fused_cuda.head_sum(X, torch.zeros(5, 32), torch.ones(5, device="cuda"), 2)
+    with pytest.raises(ValueError, match="^X: on device cpu"):
+        fused_cuda.head_pass(X.cpu(), X.cpu(), torch.zeros(5, 32), 2)

@@ -142,11 +142,7 @@ def test_the_checker_sees_lazy_imports_short_names_and_cycles(tmp_path):
 #: The science's folders, lowest first: a module may import its own folder and those below it.
 FOLDERS = ("models", "flows", "analysis")
 #: Known exceptions, each with its reason and the change that removes it.
-ALLOWED_UPWARD = {
-    # chaos_errors moved to analysis.chaos; flows.dynamics still answers to the old name (imported
-    # on first use) for the committed chapters 02 and 07, until they call the shared experiment
-    ("flows.dynamics", "analysis.chaos"),
-}
+ALLOWED_UPWARD = set()  # no folder of the science imports one above it
 
 
 def test_the_science_folders_are_layered():

@@ -51,7 +51,7 @@ if not THREAD_POLICY_APPLIED:
 
 #: The package's layout: each subpackage and its modules (the first three are the science layer).
 LAYOUT = {
-    "models": ("particles", "model", "fused", "data", "softmax", "activations", "twolayer", "linear", "tokens", "baseline",
+    "models": ("particles", "model", "fused", "fused_cuda", "data", "softmax", "activations", "twolayer", "linear", "tokens", "baseline",
                "distributed", "tasks"),
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
     "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling", "chaos"),

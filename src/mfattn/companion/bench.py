@@ -46,7 +46,6 @@ import torch
 import torch.nn.functional as F
 
 from ..models import fused as _fused
-from .._progress import progress_bar
 from ..models.model import HeadModel
 from .roofline import machine
 
@@ -253,6 +252,8 @@ def run_benchmark(
     if best == "fused" and compile_time_too:
         out["fused_compile"] = compile_time()
     stopped = set()
+    from .._progress import progress_bar  # here: the timing helpers import without tqdm (tools/device_check.py)
+
     bar = progress_bar(list(Ns), enabled=progress, desc="bench N", leave=False)
     for N in bar:
         heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)

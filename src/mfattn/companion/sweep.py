@@ -275,7 +275,8 @@ def run_chaos(setup, N_grid, n_seeds: int, n_ref: int, folder, *, key: dict | No
     Raises
     ------
     ValueError
-        Naming ``N_grid``, ``n_seeds`` or ``n_ref`` when invalid.
+        Naming ``N_grid``, ``n_seeds`` or ``n_ref`` when invalid, or ``key`` when one of its names is
+        one the experiment uses itself (``kind``, ``N``, ``s``, ``n_ref``, ``which``).
 
     Examples
     --------
@@ -305,6 +306,9 @@ def run_chaos(setup, N_grid, n_seeds: int, n_ref: int, folder, *, key: dict | No
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
     key = dict(key or {})
+    taken = sorted(set(key) & {"kind", "N", "s", "n_ref", "which"})
+    if taken:
+        raise ValueError(f"key: {', '.join(taken)} name the experiment's own fields; choose other names")
     refs = [memo(lambda which, n_ref, **_: setup.reference(which, n_ref), dict(which=w, n_ref=n_ref, **key), folder,
                  name="chaos-reference") for w in (1, 2)]
     refs = [r.bind(setup.model, setup.data) for r in refs]

@@ -390,13 +390,3 @@ def initial_measure(model: ParticleModel, n: int, *, scale: float, generator: to
     else:
         raise ValueError(f"law: expected 'gauss' or 'ball', got {law!r}")
     return w.to(device=model.device, dtype=model.dtype)
-
-
-
-def __getattr__(name):
-    # chaos_errors moved to mfattn.analysis.chaos (the analysis layer sits above the flows); the name
-    # still answers here, imported on first use, for the chapters written before the move
-    if name == "chaos_errors":
-        from ..analysis.chaos import chaos_errors
-        return chaos_errors
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

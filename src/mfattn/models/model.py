@@ -29,7 +29,7 @@ from .data import Dataset
 from .particles import ParticleModel, blocks
 from .softmax import cross_entropy, softmax_jacobian
 
-__all__ = ["HeadModel", "require_heads"]
+__all__ = ["HeadModel", "fused_kernels", "require_heads"]
 
 #: bytes of working memory for one chunk, by device type. On a CPU a chunk that stays near the caches
 #: is faster than a large one (``python -m mfattn bench --budgets``: 1.2-1.9x between 32 MiB and
@@ -39,6 +39,41 @@ _DEFAULT_BUDGET = {"cpu": 1 << 25, "cuda": 1 << 31}
 #: broadcast products, not batched GEMMs (see :meth:`HeadModel._prod`). Measured on an H100, full
 #: gradient, float32: 2.5x faster at (L, d_k) = (8, 2), 1.6x at (8, 4), but 3.4x slower at (32, 4)
 TINY_DK, TINY_L = 4, 8
+
+
+def fused_kernels(device):
+    """The module of fused kernels that :class:`HeadModel` uses on ``device`` by default, or None.
+
+    :mod:`mfattn.models.fused` (numba) on the CPU when numba imports; :mod:`mfattn.models.fused_cuda`
+    (Triton) on a CUDA device when triton imports; None elsewhere (the torch path). The Triton module
+    is imported only for a CUDA device, so a CPU run never loads triton.
+
+    Parameters
+    ----------
+    device : torch.device or str
+        The model's device.
+
+    Returns
+    -------
+    module or None
+        A module with ``plain``, ``head_sum`` and ``head_pass``.
+
+    Examples
+    --------
+    >>> from mfattn.models.model import fused_kernels
+    >>> fused_kernels("cpu").__name__
+    'mfattn.models.fused'
+    >>> fused_kernels("meta") is None
+    True
+    """
+    kind = torch.device(device).type
+    if kind == "cpu":
+        return _fused if _fused.available() else None
+    if kind == "cuda":
+        from . import fused_cuda
+
+        return fused_cuda if fused_cuda.available() else None
+    return None
 
 
 class HeadModel(ParticleModel):
@@ -62,10 +97,12 @@ class HeadModel(ParticleModel):
         Bytes of working memory for one chunk of heads and samples (counted as 8 tensors of size
         ``(chunk, samples, L, L)``). Default: 32 MiB on a CPU, 2 GiB on a GPU.
     fused : bool, optional
-        Use the fused CPU head pass of :mod:`mfattn.models.fused` for the logits, ``Phi`` and ``grad Phi``
-        (it needs no chunks: its memory does not grow with the heads). Default (None): on a CPU when
-        numba imports; False forces the torch path (the CUDA path, and the fused path's oracle). A
-        call that autograd or ``torch.func`` traces always takes the torch path.
+        Use a fused head pass for the logits, ``Phi`` and ``grad Phi`` (it needs no chunks: its memory
+        does not grow with the heads): on a CPU the numba pass of :mod:`mfattn.models.fused`, on a
+        CUDA device the Triton pass of :mod:`mfattn.models.fused_cuda` (see :func:`fused_kernels`).
+        Default (None): where the device's pass can run (numba, resp. triton, imports); False forces
+        the torch path (the fused passes' oracle). A call that autograd or ``torch.func`` traces
+        always takes the torch path.
 
     Attributes
     ----------
@@ -129,14 +166,24 @@ class HeadModel(ParticleModel):
         self._tiny = W_out.device.type == "cuda" and d_k <= TINY_DK
         if fused not in (None, True, False):
             raise ValueError(f"fused must be None, True or False, got {fused!r}")
-        if fused and not (W_out.device.type == "cpu" and _fused.available()):
-            raise ValueError("fused=True needs W_out on the CPU and numba installed")
+        kernels = fused_kernels(W_out.device)
+        if fused and kernels is None:
+            raise ValueError("fused=True needs W_out on the CPU with numba installed, or on a CUDA device with "
+                             "triton installed")
         self.fused = fused
-        self._fused = (W_out.device.type == "cpu" and _fused.available()) if fused is None else fused
+        self._fused = kernels is not None if fused is None else fused
+
+    @property
+    def _kernels(self):
+        """The fused kernels of the model's device (a property, not an attribute: a module does not pickle)."""
+        return fused_kernels(self.W_out.device)
 
     def _fast(self, *tensors) -> bool:
-        """Whether this call takes the fused CPU path (see ``fused``)."""
-        return self._fused and _fused.plain(*tensors)
+        """Whether this call takes the fused path of the model's device (see ``fused``)."""
+        if not self._fused:
+            return False
+        kernels = self._kernels
+        return kernels is not None and kernels.plain(*tensors)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -631,7 +678,7 @@ class HeadModel(ParticleModel):
     def _logits_model_space(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor):
         """``sum_i w_i A_i X W_V,i W_O,i`` (B, L, d_x), streamed over sample and head chunks."""
         if self._fast(X, heads, weights):
-            return self.reduce(_fused.head_sum(X, heads, weights, self.d_k))
+            return self.reduce(self._kernels.head_sum(X, heads, weights, self.d_k))
         B, L, _ = X.shape
         sb, hb = self.chunks(B, heads.shape[0], L)
         acc = X.new_zeros(B, L, self.d_x)
@@ -822,9 +869,9 @@ class HeadModel(ParticleModel):
         """
         B, L, _ = X.shape
         if self._fast(X, heads, weights):  # one fused pass for the logits, one for grad Phi and Phi
-            z = self.reduce(_fused.head_sum(X, heads, weights, self.d_k)) @ self.W_out
+            z = self.reduce(self._kernels.head_sum(X, heads, weights, self.d_k)) @ self.W_out
             G = self._residual(z, Y) / (B * L)
-            grad, p = _fused.head_pass(X, G, heads, self.d_k)
+            grad, p = self._kernels.head_pass(X, G, heads, self.d_k)
             return cross_entropy(Y, z).mean(), G, grad, p if phi else None
         sb, hb = self.chunks(B, heads.shape[0], L)
         if sb < B or hb < heads.shape[0]:
@@ -953,7 +1000,7 @@ class HeadModel(ParticleModel):
         (torch.Size([2]), True)
         """
         if self._fast(X, G, query):
-            return _fused.head_pass(X, G, query, self.d_k, grad=False)[1]
+            return self._kernels.head_pass(X, G, query, self.d_k, grad=False)[1]
         B, L, _ = X.shape
         sb, hb = self.chunks(B, query.shape[0], L)
         phi = X.new_zeros(query.shape[0])
@@ -1002,7 +1049,7 @@ class HeadModel(ParticleModel):
         (torch.Size([4, 2, 24]), True)
         """
         if self._fast(X, G, query):
-            return _fused.head_pass(X, G, query, self.d_k, per_sample=per_sample)[0]
+            return self._kernels.head_pass(X, G, query, self.d_k, per_sample=per_sample)[0]
         B, L, _ = X.shape
         M = query.shape[0]
         sb, hb = self.chunks(B, M, L)
