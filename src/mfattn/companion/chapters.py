@@ -731,10 +731,11 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import check_values, estimate
+    >>> from mfattn.companion.chapters import check_values, estimate, profiles
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "07-two-layer-baseline.md"
     >>> ci = estimate(chapter, check_values(chapter, {}))
-    >>> twice = estimate(chapter, check_values(chapter, {"n_seeds": 6}))
+    >>> n_seeds = profiles(chapter)["ci"]["n_seeds"]          # the committed run's draws per N
+    >>> twice = estimate(chapter, check_values(chapter, {"n_seeds": 2 * n_seeds}))
     >>> ci is None or twice[0] > ci[0]
     True
     """
