@@ -57,6 +57,10 @@ def test_linear_model_errors_equal_the_closed_form(linear):
         assert out["e_rms"][j] == pytest.approx(e, rel=1e-9, abs=1e-13)
         assert out["floor_e_max"][j] == pytest.approx(fl, rel=1e-9, abs=1e-13)
     assert out["norm0"] == pytest.approx(np.linalg.norm(setup.draw(7, "heads", 2).numpy(), axis=1).max())
+    # every head travels by (A^K - I)(m_run - m*), m* the least-squares minimiser
+    m_star = np.linalg.solve(X.T @ X, X.T @ data.Y.numpy().reshape(-1))
+    travel = np.linalg.norm((np.linalg.matrix_power(A, round(T / H)) - np.eye(4)) @ (m_run - m_star))
+    assert out["travel"] == pytest.approx(travel, rel=1e-9)
 
 
 def test_heads_characteristics_agree_with_zero_weight_passengers():

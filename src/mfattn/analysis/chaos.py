@@ -259,8 +259,10 @@ class ChaosSetup:
         dict
             JSON-ready: each quantity of :func:`chaos_errors` present (``e_max``, ``e_rms`` always;
             ``d24``, ``d24_tags`` with ``tests``; ``d25``, ``d25_tags`` with ``risks``) and its floor
-            under ``floor_<quantity>``, each a list over the recording times; ``risk`` (the run's)
-            and ``norm0``, the largest initial head norm (Assumption 3.2).
+            under ``floor_<quantity>``, each a list over the recording times; ``risk`` (the run's),
+            ``norm0``, the largest initial head norm (Assumption 3.2), and ``travel``, the RMS over
+            heads of the distance from the start to the last recording time (the scale on which the
+            errors are read).
 
         Raises
         ------
@@ -284,6 +286,8 @@ class ChaosSetup:
         >>> out = setup.point([setup.reference(w, n_ref=100) for w in (1, 2)], N=8, s=0)
         >>> len(out["e_rms"]), out["e_rms"][0]          # three recording times; one start for run and tags
         (3, 0.0)
+        >>> out["travel"] > 0
+        True
         """
         check_positive(N, "N", integer=True)
         check_positive(s, "s", integer=True, allow_zero=True)
@@ -295,7 +299,8 @@ class ChaosSetup:
         if run.heads.shape[0] != a.times.shape[0] or not torch.allclose(run.times, a.times):
             raise ValueError("refs: the references' recording times differ from the run's")
         ta, tb = a.characteristics(h0), b.characteristics(h0)
-        out = {"risk": run.risk.tolist(), "norm0": float(h0.norm(dim=1).max())}
+        out = {"risk": run.risk.tolist(), "norm0": float(h0.norm(dim=1).max()),
+               "travel": float((run.heads[-1] - h0).norm(dim=-1).pow(2).mean().sqrt())}
         out["e_max"], out["e_rms"] = _pathwise(run.heads, ta)
         out["floor_e_max"], out["floor_e_rms"] = _pathwise(tb, ta)
         R = range(run.heads.shape[0])
