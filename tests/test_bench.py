@@ -13,7 +13,8 @@ import sys
 import pytest
 import torch
 
-from mfattn import bench, fused
+from mfattn.companion import bench
+from mfattn.models import fused
 
 from conftest import make_problem
 

@@ -1,7 +1,7 @@
 """Replication records and counterfactuals (the evidence issue): what the book may call evidence.
 
 * Every committed verdict that stores its decision is decided again from the stored numbers by
-  the one decision rule (mfattn.book.decide): its committed status must come out, and a claim or
+  the one decision rule (mfattn.companion.book.decide): its committed status must come out, and a claim or
   derived result counted as evidence must have a counterfactual that the same numbers reject.
 * A replication record is keyed by the chapter's code and its committed verdicts: a record whose
   key no longer matches is stale and fails here, so the book never shows an older chapter's rates.
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mfattn import replicate as rp
-from mfattn.book import EVIDENCE, check_at_most, check_close, check_fit, check_fit_at_most, check_within, decide
-from mfattn.evidence import collect, flag
-from mfattn.fitting import LogLogFit
+from mfattn.companion import replicate as rp
+from mfattn.companion.book import EVIDENCE, check_at_most, check_close, check_fit, check_fit_at_most, check_within, decide
+from mfattn.companion.evidence import collect, flag
+from mfattn.analysis.fitting import LogLogFit
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = collect(ROOT)
@@ -68,7 +68,7 @@ def test_the_stored_decision_reproduces_every_rule(make):
 
 
 def test_a_perturbed_measurement_is_decided_by_the_verdicts_own_prediction():
-    from mfattn.book import perturbed
+    from mfattn.companion.book import perturbed
 
     fit = LogLogFit(-0.5, 0.0, -0.6, -0.4, 0.95, 8)
     v = check_fit("f", fit, -0.5, kind="claim",
@@ -221,7 +221,7 @@ cache_dir = None        # folder keeping finished work
 
 ```{code-cell} ipython3
 import torch
-from mfattn.book import check_close, report, resolve_profile
+from mfattn.companion.book import check_close, report, resolve_profile
 
 PROFILES = {"ci": dict(n=400)}
 cfg = resolve_profile(PROFILES, profile)

@@ -143,10 +143,10 @@ def part_bench(out: Path, dry: bool, deadline: float) -> dict:
     import torch
 
     import mfattn  # noqa: F401
-    from mfattn import fused_cuda
+    from mfattn.models import fused_cuda
     from mfattn.companion import bench
     from mfattn.companion.roofline import counts
-    from mfattn.model import HeadModel
+    from mfattn.models.model import HeadModel
 
     dev = torch.device("cpu" if dry else "cuda")
     Ns, n_data, repeats = ((2, 5), 2, 1) if dry else (NS, SHAPE["n_data"], 5)

@@ -126,7 +126,7 @@ def compile_time() -> dict:
     dict
         ``{"cold_s": float, "cached_s": float}``, seconds from the first call to both kernels ready.
     """
-    code = "from mfattn import fused; print(fused.compile_seconds()['seconds'])"
+    code = "from mfattn.models import fused; print(fused.compile_seconds()['seconds'])"
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "NUMBA_CACHE_DIR": d}
         run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

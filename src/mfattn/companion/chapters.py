@@ -48,7 +48,7 @@ def repo_root() -> Path:
 
     Examples
     --------
-    >>> from mfattn.chapters import repo_root
+    >>> from mfattn.companion.chapters import repo_root
     >>> (repo_root() / "_toc.yml").is_file()
     True
     """
@@ -73,7 +73,7 @@ def chapters(root: Path) -> list[str]:
 
     Examples
     --------
-    >>> from mfattn.chapters import chapters, repo_root
+    >>> from mfattn.companion.chapters import chapters, repo_root
     >>> chapters(repo_root())[0]
     '01-preliminaries'
     """
@@ -110,7 +110,7 @@ def find_chapter(root: Path, name: str) -> Path:
 
     Examples
     --------
-    >>> from mfattn.chapters import find_chapter, repo_root
+    >>> from mfattn.companion.chapters import find_chapter, repo_root
     >>> find_chapter(repo_root(), "07").name
     '07-two-layer-baseline.md'
     """
@@ -133,7 +133,7 @@ def strip_papermill(nb) -> None:
     Examples
     --------
     >>> import nbformat
-    >>> from mfattn.chapters import strip_papermill
+    >>> from mfattn.companion.chapters import strip_papermill
     >>> nb = nbformat.v4.new_notebook(metadata={"papermill": {"duration": 1.0}})
     >>> nb.cells.append(nbformat.v4.new_code_cell("1", metadata={"papermill": {}, "execution": {}, "tags": []}))
     >>> strip_papermill(nb)
@@ -161,7 +161,7 @@ class Parameter:
 
     Examples
     --------
-    >>> from mfattn.chapters import Parameter
+    >>> from mfattn.companion.chapters import Parameter
     >>> p = Parameter("seed", 0, "seeds every random draw of the chapter")
     >>> p.name, p.default
     ('seed', 0)
@@ -225,7 +225,7 @@ def declared(path) -> dict | None:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import declared
+    >>> from mfattn.companion.chapters import declared
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> table = declared(root / "notebooks" / "07-two-layer-baseline.md")
     >>> sorted(table["T"])
@@ -286,7 +286,7 @@ def parameters(path) -> list[Parameter]:
     >>> import mfattn
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> chapter = root / "notebooks" / "05-stability.md"
-    >>> from mfattn.chapters import parameters
+    >>> from mfattn.companion.chapters import parameters
     >>> params = parameters(chapter)
     >>> params[0].name
     'profile'
@@ -342,7 +342,7 @@ def profiles(path) -> dict[str, dict]:
     >>> import mfattn
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> chapter = root / "notebooks" / "05-stability.md"
-    >>> from mfattn.chapters import profiles
+    >>> from mfattn.companion.chapters import profiles
     >>> table = profiles(chapter)
     >>> sorted(table)
     ['ci', 'paper']
@@ -390,7 +390,7 @@ def parameter_rows(path) -> list[dict]:
     >>> import mfattn
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> chapter = root / "notebooks" / "05-stability.md"
-    >>> from mfattn.chapters import parameter_rows
+    >>> from mfattn.companion.chapters import parameter_rows
     >>> rows = parameter_rows(chapter)
     >>> rows[0]["name"], rows[0]["ci"], rows[0]["paper"]
     ('profile', 'ci', 'paper')
@@ -535,7 +535,7 @@ def check_values(path, values: dict) -> dict:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import check_values
+    >>> from mfattn.companion.chapters import check_values
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> cfg = check_values(chapter, {"n_data": 8})
     >>> cfg["profile"], cfg["n_data"], cfg["n_starts"]
@@ -810,7 +810,7 @@ def growth(values: dict, base: dict, *, shrink: bool = False) -> tuple[float, st
 
     Examples
     --------
-    >>> from mfattn.chapters import growth
+    >>> from mfattn.companion.chapters import growth
     >>> growth({"n": 400, "grid": [8, 128], "eps": 0.01}, {"n": 100, "grid": [8, 16], "eps": 0.1})
     (8.0, 'grid', 128, 16)
     >>> growth({"eps": 0.01}, {"eps": 0.1}, shrink=True)[:2]
@@ -861,7 +861,7 @@ def size_ratio(path, profile: str, base: str = "ci") -> tuple[float, str]:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import size_ratio
+    >>> from mfattn.companion.chapters import size_ratio
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> size_ratio(chapter, "paper")
     (16.0, 'n_pairs 1024 vs 64')
@@ -891,7 +891,7 @@ def title(path) -> str:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import title
+    >>> from mfattn.companion.chapters import title
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> title(root / "notebooks" / "05-stability.md").startswith("Stability of Dirac")
     True
