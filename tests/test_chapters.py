@@ -260,8 +260,8 @@ def test_prose_quotes_only_glued_figures_the_run_recorded(md):
 
 def test_front_matter_parameters_are_checked(tmp_path):
     """A declared parameter needs its help and the same profiles as the others; a chapter without the
-    front-matter table declares none (it keeps its PROFILES table)."""
-    from mfattn.companion.chapters import declared
+    front-matter table declares none, and has no profiles."""
+    from mfattn.companion.chapters import declared, profiles
 
     md = tmp_path / "x.md"
     md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0}\n---\n")
@@ -272,6 +272,8 @@ def test_front_matter_parameters_are_checked(tmp_path):
         declared(md)
     md.write_text("---\njupytext: {}\n---\n# a chapter\n")
     assert declared(md) is None
+    with pytest.raises(ValueError, match="declares no parameters"):
+        profiles(md)
     md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0, help: horizon}\n---\n")
     assert declared(md) == {"T": {"ci": 1.0, "paper": 2.0, "help": "horizon"}}
 

@@ -207,6 +207,8 @@ kernelspec:
   display_name: Python 3
   language: python
   name: python3
+mfattn-parameters:
+  n: {ci: 400, help: draws of the mean}
 ---
 
 # A small chapter for the replication's test
@@ -221,10 +223,9 @@ cache_dir = None        # folder keeping finished work
 
 ```{code-cell} ipython3
 import torch
-from mfattn.companion.book import check_close, report, resolve_profile
+from mfattn.companion.book import check_close, report, setup
 
-PROFILES = {"ci": dict(n=400)}
-cfg = resolve_profile(PROFILES, profile)
+cfg = setup("01", globals())
 with open("runs.log", "a") as f:
     f.write(f"{seed}\\n")
 x = torch.randn(cfg.n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
@@ -264,8 +265,7 @@ def test_replicate_runs_other_seeds_resumes_and_records_rates(tmp_path):
     assert log() == [0, 1, 2, 3]
     # after a change of the chapter's code every seed runs again: a record never mixes in runs of old code
     md = root / "notebooks" / "01-toy.md"
-    md.write_text(md.read_text().replace("cfg = resolve_profile(PROFILES, profile)",
-                                         "cfg = resolve_profile(PROFILES, profile)  # changed"))
+    md.write_text(md.read_text().replace('cfg = setup("01", globals())', 'cfg = setup("01", globals())  # changed'))
     assert run("run", "01", "--inplace", "--quiet").returncode == 0
     assert run("replicate", "01", "--seeds", "3").returncode == 0
     assert log() == [0, 0, 1, 1, 2, 2, 3, 3]

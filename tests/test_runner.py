@@ -29,6 +29,10 @@ kernelspec:
   display_name: Python 3
   language: python
   name: python3
+mfattn-parameters:
+  n_points: {ci: 6, paper: 600, help: points of the sweep}
+  scale: {ci: 2.0, paper: 2.0, help: "a factor of every point's result"}
+  delay: {ci: 0.05, paper: 0.05, help: seconds each point takes}
 ---
 
 # A small chapter for the command line's tests
@@ -38,9 +42,6 @@ kernelspec:
 
 profile = "ci"          # "ci": small; "paper": larger (a comment may hold "=", e.g. a = b)
 seed = 0                # seeds every random draw
-n_points = None         # points of the sweep
-scale = None            # a factor of every point's result
-delay = None            # seconds each point takes
 fail = False            # raise in the sweep's cell
 log = "calls.log"       # file recording each computed point
 shape = (1, 2)          # a tuple, printed as the kernel receives it
@@ -52,11 +53,10 @@ cache_dir = None        # folder keeping finished work (python -m mfattn run set
 ```{code-cell} ipython3
 import tempfile, time
 from myst_nb import glue
-from mfattn.companion.book import check_close, report, resolve_profile
+from mfattn.companion.book import check_close, report, setup
 from mfattn.companion.sweep import run_sweep
 
-PROFILES = {"ci": dict(n_points=6, scale=2.0, delay=0.05), "paper": dict(n_points=600, scale=2.0, delay=0.05)}
-cfg = resolve_profile(PROFILES, profile, n_points=n_points, scale=scale, delay=delay)
+cfg = setup("01", globals())
 folder = cache_dir or tempfile.mkdtemp()
 
 def point(i):

@@ -8,10 +8,8 @@ matter, each with its value in every profile and what it means::
     mfattn-parameters:
       T: {ci: 1.0, paper: 2.0, help: horizon of the dynamics}
 
-and :func:`mfattn.companion.book.setup` reads the same table when the chapter runs. (A chapter not
-yet moved to the front matter keeps its parameters at ``None`` in the cell and a ``PROFILES`` table in
-a code cell, read here with ``ast`` and ``tokenize``.) This module reads both without executing the
-chapter, for
+and :func:`mfattn.companion.book.setup` reads the same table when the chapter runs. This module
+reads the cell (with ``ast`` and ``tokenize``) and the table without executing the chapter, for
 ``python -m mfattn params CHAPTER``, for the parameter table each chapter shows, and for
 :func:`check_values`, which ``python -m mfattn run`` calls before it starts a kernel. It also finds
 the checkout and its chapters (:func:`repo_root`, :func:`find_chapter`) for the command line, the
@@ -200,7 +198,7 @@ def chapter_cells(path: Path):
 
 def declared(path) -> dict | None:
     """The parameters a chapter declares in its front matter (``mfattn-parameters:``), or ``None``
-    when it declares none there (a chapter with a ``PROFILES`` table). (The executed notebook's
+    when it declares none. (The executed notebook's
     ``mfattn`` metadata is the runner's provenance, a different key.)
 
     Parameters
@@ -315,9 +313,7 @@ def parameters(path) -> list[Parameter]:
 
 
 def profiles(path) -> dict[str, dict]:
-    """The chapter's profiles: ``{profile: {parameter: value}}``, from its front matter (:func:`declared`),
-    else from its ``PROFILES`` table, whose assignment is evaluated on its own, with arithmetic and a
-    few builtins (``dict``, ``range``, ``min``, ...), no names from the chapter.
+    """The chapter's profiles: ``{profile: {parameter: value}}``, from its front matter (:func:`declared`).
 
     Parameters
     ----------
@@ -333,8 +329,7 @@ def profiles(path) -> dict[str, dict]:
     Raises
     ------
     ValueError
-        If ``path`` is not a file, or declares no parameters and has no ``PROFILES = ...`` assignment in
-        a code cell.
+        If ``path`` is not a file, or declares no parameters in its front matter.
 
     Examples
     --------
@@ -348,19 +343,10 @@ def profiles(path) -> dict[str, dict]:
     ['ci', 'paper']
     """
     table = declared(path)
-    if table:
-        profs = [k for k in next(iter(table.values())) if k not in _META]
-        return {prof: {name: entry[prof] for name, entry in table.items()} for prof in profs}
-    for cell in chapter_cells(path):
-        if cell.cell_type != "code":
-            continue
-        for node in ast.parse(cell.source).body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == "PROFILES"):
-                expr = ast.Expression(node.value)
-                safe = {f.__name__: f for f in (dict, list, tuple, range, len, min, max, abs, round, int, float, sum)}
-                return eval(compile(expr, str(path), "eval"), {"__builtins__": safe})
-    raise ValueError(f"path: {path} defines no PROFILES table")
+    if not table:
+        raise ValueError(f"path: {path} declares no parameters in its front matter (mfattn-parameters:)")
+    profs = [k for k in next(iter(table.values())) if k not in _META]
+    return {prof: {name: entry[prof] for name, entry in table.items()} for prof in profs}
 
 
 def parameter_rows(path) -> list[dict]:
