@@ -61,7 +61,7 @@ test: $(STAMP)
 	@mkdir -p $(STATE)
 	@# the compiled kernels once, into numba's disk cache, before three processes would each compile them
 	@echo "fused kernels: compiled on first use (about a minute), loaded from numba's disk cache after"
-	@$(BIN)/python -c "from mfattn import fused; fused.compile_seconds()"
+	@$(BIN)/python -c "from mfattn.models import fused; fused.compile_seconds()"
 	@$(MAKE) --no-print-directory -j3 test-unit test-nbval test-other-path
 
 test-unit: $(STAMP)

@@ -32,7 +32,7 @@ def problem(request):
 def heads_task():
     """A small teacher task's model and data with six float64 heads: the steppers' oracle tests
     (tests/test_integrate.py, tests/test_optimizers.py)."""
-    from mfattn.tasks import teacher_task
+    from mfattn.models.tasks import teacher_task
 
     task = teacher_task(n=8, L=4, d_x=3, d_k=2, d_v=4, seed=3)
     h0 = torch.randn(6, task.model.d_omega, generator=torch.Generator().manual_seed(1), dtype=torch.float64)

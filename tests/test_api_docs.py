@@ -9,9 +9,13 @@ import inspect
 
 import pytest
 
-MODULES = ["model", "data", "softmax", "activations", "particles", "integrate", "linear", "seeds", "dynamics", "optimizers", "baseline", "scaling", "longtime", "smoothness", "fitting",
-           "transport", "chaos", "sweep", "static", "stability", "tasks", "tokens", "twolayer", "distributed", "shard", "book",
-           "evidence", "chapters", "plotting", "fused", "fused_cuda", "replicate", "verdicts", "render"]
+MODULES = ["models.model", "models.data", "models.softmax", "models.activations", "models.particles",
+           "flows.integrate", "models.linear", "flows.seeds", "flows.dynamics", "flows.optimizers", "models.baseline",
+           "analysis.scaling", "analysis.longtime", "analysis.smoothness", "analysis.fitting", "analysis.transport",
+           "analysis.chaos", "companion.sweep", "analysis.static", "analysis.stability", "models.tasks",
+           "models.tokens", "models.twolayer", "models.distributed", "companion.shard", "companion.book",
+           "companion.evidence", "companion.chapters", "companion.plotting", "models.fused", "models.fused_cuda",
+           "companion.replicate", "companion.verdicts", "companion.render"]
 
 
 def public_callables():

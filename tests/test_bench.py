@@ -13,7 +13,8 @@ import sys
 import pytest
 import torch
 
-from mfattn import bench, fused
+from mfattn.companion import bench
+from mfattn.models import fused
 
 from conftest import make_problem
 
@@ -86,7 +87,7 @@ def test_time_records_the_spread_of_its_calls():
     calls = iter([0.0, 0.01, 0.02, 0.03, 0.05])
     sp = []
     import time as _t
-    med = bench._time(lambda: _t.sleep(next(calls)), torch.device("cpu"), 4, warmup=1, spread=sp)
+    med = bench.time_call(lambda: _t.sleep(next(calls)), torch.device("cpu"), 4, warmup=1, spread=sp)
     assert 0.015 < med < 0.04 and len(sp) == 1 and sp[0] > 0.3
 
 
@@ -97,3 +98,9 @@ _SAVED = {"machine": {"cpu": "test CPU (2 logical cores)", "torch": "x", "thread
           "rows": [{"N": N, "fused_grad_s": 1e-3, "fused_sgd_s": 1e-4, "fused_grad_spread": 0.05,
                     "fused_sgd_spread": 0.1, "fused_flops": 1e10, "heads_bytes": 4096, "fused_agree": 0.0}
                    for N in (4, 8)]}
+
+
+@pytest.mark.parametrize("kw, name", [(dict(repeats=0), "repeats"), (dict(repeats=2, warmup=-1), "warmup")])
+def test_time_call_names_a_bad_count(kw, name):
+    with pytest.raises(ValueError, match=name):
+        bench.time_call(lambda: None, torch.device("cpu"), **kw)

@@ -103,12 +103,12 @@ def test_bad_values_end_in_one_line_before_a_kernel_starts(tmp_path):
 
 @pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.stem)
 def test_parameters_read_without_running_agree_with_the_cell_executed(md):
-    """mfattn.chapters reads names and defaults with ast as Python itself does when it executes the
+    """mfattn.companion.chapters reads names and defaults with ast as Python itself does when it executes the
     parameters cell (any comment allowed, e.g. one containing "="), every parameter has a comment, and
     every parameter left at None is set by every profile and accepted by check_values. A chapter that
     declares its parameters in its front matter has them after the cell's run settings, each with its
     help, and no PROFILES table in its code."""
-    from mfattn.chapters import check_values, declared, parameter_rows, parameters, profiles
+    from mfattn.companion.chapters import check_values, declared, parameter_rows, parameters, profiles
 
     ours = parameters(md)
     cell = next(c for c in jupytext.read(md).cells if "parameters" in c.metadata.get("tags", []))
@@ -187,7 +187,7 @@ def test_new_chapter_from_the_template_runs_and_builds(tmp_path):
 
 
 def test_list_names_the_chapters_with_titles_and_run_times():
-    from mfattn.runner import fmt_seconds, ci_seconds
+    from mfattn.companion.runner import fmt_seconds, ci_seconds
 
     res = run_cli("list")
     assert res.returncode == 0, res.stderr
@@ -205,8 +205,8 @@ def test_list_names_the_chapters_with_titles_and_run_times():
 def test_cache_key_changes_with_every_parameter_of_the_chapter(md):
     """A cache folder stands for one configuration: changing any single parameter of the chapter
     (ch02's ref_step once was left out of its keys) gives another folder."""
-    from mfattn.chapters import check_values, declared
-    from mfattn.runner import cache_key
+    from mfattn.companion.chapters import check_values, declared
+    from mfattn.companion.runner import cache_key
 
     base = check_values(md, {})
     keys = {cache_key(md, base): "defaults"}
@@ -260,8 +260,8 @@ def test_prose_quotes_only_glued_figures_the_run_recorded(md):
 
 def test_front_matter_parameters_are_checked(tmp_path):
     """A declared parameter needs its help and the same profiles as the others; a chapter without the
-    front-matter table declares none (it keeps its PROFILES table)."""
-    from mfattn.chapters import declared
+    front-matter table declares none, and has no profiles."""
+    from mfattn.companion.chapters import declared, profiles
 
     md = tmp_path / "x.md"
     md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0}\n---\n")
@@ -272,6 +272,8 @@ def test_front_matter_parameters_are_checked(tmp_path):
         declared(md)
     md.write_text("---\njupytext: {}\n---\n# a chapter\n")
     assert declared(md) is None
+    with pytest.raises(ValueError, match="declares no parameters"):
+        profiles(md)
     md.write_text("---\nmfattn-parameters:\n  T: {ci: 1.0, paper: 2.0, help: horizon}\n---\n")
     assert declared(md) == {"T": {"ci": 1.0, "paper": 2.0, "help": "horizon"}}
 
@@ -286,7 +288,7 @@ def test_front_matter_parameters_are_checked(tmp_path):
 def test_a_chapter_declares_its_own_ranges_and_choices(chapter, name, bad, good, message):
     """The check enforces what the chapter's front matter declares beside the defaults (``range:``,
     ``choices:``), not a list shared by every chapter: dim_starts may be 0 in chapter 01 alone."""
-    from mfattn.chapters import check_values, find_chapter
+    from mfattn.companion.chapters import check_values, find_chapter
 
     md = find_chapter(ROOT, chapter)
     with pytest.raises(ValueError, match=f"{name} = .*{re.escape(message)}"):
@@ -298,7 +300,7 @@ def test_a_chapter_declares_its_own_ranges_and_choices(chapter, name, bad, good,
 
 
 def test_a_malformed_range_is_refused_by_name(tmp_path):
-    from mfattn.chapters import declared
+    from mfattn.companion.chapters import declared
 
     md = tmp_path / "01-x.md"
     md.write_text("---\nmfattn-parameters:\n  a: {ci: 1, paper: 2, help: x, range: '[2, 1]'}\n---\n")
@@ -354,7 +356,7 @@ for k in cfg.grid:
 def test_the_cost_model_scales_each_cell_by_the_work_it_reads(tmp_path):
     """A cell's committed time grows by the product of its parameters' work ratios: those it reads,
     those of the functions it calls (defined in an earlier cell), and those the prologue reads."""
-    from mfattn.chapters import check_values, estimate
+    from mfattn.companion.chapters import check_values, estimate
 
     md = tmp_path / "01-costed.md"
     md.write_text(COSTED)

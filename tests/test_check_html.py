@@ -1,4 +1,4 @@
-"""The book checker (mfattn.checkhtml) catches each fault it is meant to catch, on a small page made
+"""The book checker (mfattn.companion.checkhtml) catches each fault it is meant to catch, on a small page made
 to have exactly that fault, and passes a page that has none. Runs in headless Chromium; skipped
 where Chromium or Playwright is missing (`.ci/run` installs Chromium)."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mfattn import checkhtml
+from mfattn.companion import checkhtml
 
 playwright = pytest.importorskip("playwright")
 if not any(Path(c).is_file() for c in checkhtml.CHROMIUM_CANDIDATES) and not shutil.which("chromium"):
@@ -35,13 +35,13 @@ CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <p>written for a reader: 5.5 × 10⁻⁴, with <code>eps = 1e-3</code> in code and a version v1.2e5</p>"""
 
 def _player() -> str:
-    """A real player from mfattn.plotting.animation: a dot moving across three frames."""
+    """A real player from mfattn.companion.plotting.animation: a dot moving across three frames."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mfattn import plotting
+    from mfattn.companion import plotting
 
     fig, ax = plt.subplots(figsize=(2, 1.5))
     ax.set(xlim=(0, 1), ylim=(0, 1))

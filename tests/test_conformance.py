@@ -10,13 +10,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from mfattn.distributed import ShardedHeadModel
-from mfattn.integrate import integrate
-from mfattn.linear import linear_regression
-from mfattn.model import HeadModel
-from mfattn.particles import ParticleModel
-from mfattn.static import Ball, certificate, finite_head_optimum, iid_construction, iid_gap_coefficient, mean_field_optimum
-from mfattn.twolayer import teacher_regression
+from mfattn.models.distributed import ShardedHeadModel
+from mfattn.flows.integrate import integrate
+from mfattn.models.linear import linear_regression
+from mfattn.models.model import HeadModel
+from mfattn.models.particles import ParticleModel
+from mfattn.analysis.static import Ball, certificate, finite_head_optimum, iid_construction, iid_gap_coefficient, mean_field_optimum
+from mfattn.models.twolayer import teacher_regression
 
 from conftest import make_problem
 
@@ -94,7 +94,7 @@ def test_grad_phi_is_the_derivative_of_phi(system):
 
 
 def test_evaluate_agrees_with_the_static_tools_path_and_with_itself(system):
-    """The risk through features and loss (the path of mfattn.static) equals evaluate's; grad and Phi at
+    """The risk through features and loss (the path of mfattn.analysis.static) equals evaluate's; grad and Phi at
     the atoms equal grad_at and phi_at at the atoms; the dissipation is sum_i w_i |grad_i|^2 (38)."""
     _, model, data, heads, w, _ = system
     risk, G, grad, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
@@ -155,7 +155,7 @@ def test_head_specific_tools_say_so_on_another_model(system, tool):
     name, model, data, heads, w, _ = system
     if isinstance(model, HeadModel):
         return  # they run on heads: tests/test_static.py, test_stability.py and test_smoothness.py
-    from mfattn import smoothness, stability
+    from mfattn.analysis import smoothness, stability
 
     g = torch.Generator().manual_seed(0)
     ball = Ball(radius=1.0)

@@ -29,7 +29,7 @@ def test_a_constant_typed_in_as_a_perturbed_measurement_is_found():
                '                  counterfactual=perturbed(math.sqrt(8), "sqrt(d_x) growth", source="theory"))')
     assert constant_counterfactuals(planted) == ['perturbed(math.sqrt(8), "sqrt(d_x) growth", source="theory")']
     assert constant_counterfactuals("cf = perturbed(4, 'x')") == ["perturbed(4, 'x')"]
-    aliased = "from mfattn.book import perturbed as instead\ncf = instead(2.0, 'x')"
+    aliased = "from mfattn.companion.book import perturbed as instead\ncf = instead(2.0, 'x')"
     assert constant_counterfactuals(aliased) == ["instead(2.0, 'x')"]
     assert constant_counterfactuals("cf = perturbed(2 ** 1.5 / np.sqrt(2), 'x')") != []
     # a value the run computed passes, whatever arithmetic surrounds it

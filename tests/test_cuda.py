@@ -11,11 +11,12 @@ with the steps and the Hessian's products).
 import pytest
 import torch
 
-from mfattn import bench, fused_cuda
-from mfattn.model import HeadModel
-from mfattn.dynamics import reference_flow, sgd
-from mfattn.static import Ball, certificate, feature_sup, minimize_first_variation
-from mfattn.tasks import teacher_task
+from mfattn.companion import bench
+from mfattn.models import fused_cuda
+from mfattn.models.model import HeadModel
+from mfattn.flows.dynamics import reference_flow, sgd
+from mfattn.analysis.static import Ball, certificate, feature_sup, minimize_first_variation
+from mfattn.models.tasks import teacher_task
 
 from conftest import make_problem
 
@@ -105,7 +106,7 @@ def test_benchmark_baselines_agree_on_cuda(pair):
         close(bench.GRADS[impl](M, D.X, D.Y, H, W), ref, 2e-4)
 
 
-# ------------------------------------------------------------------ the Triton pass (mfattn.fused_cuda)
+# ------------------------------------------------------------------ the Triton pass (mfattn.models.fused_cuda)
 needs_triton = pytest.mark.skipif(not fused_cuda.available(), reason="triton not installed")
 
 

@@ -1,4 +1,4 @@
-"""Heads sharded over processes (mfattn.distributed): the sharded run is the single-process run.
+"""Heads sharded over processes (mfattn.models.distributed): the sharded run is the single-process run.
 
 The oracle is the plain single-process engine (HeadModel, dynamics.sgd / reference_flow) on the same
 seeded task and initial heads; the sharded run only reorders the head sum, so the two agree to
@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from mfattn.distributed import ShardedHeadModel, gather_heads, shard_slice
-from mfattn.dynamics import reference_flow, sgd
-from mfattn.tasks import make_task
+from mfattn.models.distributed import ShardedHeadModel, gather_heads, shard_slice
+from mfattn.flows.dynamics import reference_flow, sgd
+from mfattn.models.tasks import make_task
 
 from conftest import make_problem
 

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from mfattn.dynamics import Constant, Decaying, as_profile, reference_flow, rescaled_time, sgd, uniform_ball
-from mfattn.sweep import run_sweep
-from mfattn.tasks import teacher_task
-from mfattn.transport import lipschitz_discrepancy, wasserstein
+from mfattn.flows.dynamics import Constant, Decaying, as_profile, reference_flow, rescaled_time, sgd, uniform_ball
+from mfattn.companion.sweep import run_sweep
+from mfattn.models.tasks import teacher_task
+from mfattn.analysis.transport import lipschitz_discrepancy, wasserstein
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mfattn.book import KINDS
-from mfattn.evidence import BEYOND, COMPANION, RESULTS, collect, counts, markdown, table
+from mfattn.companion.book import KINDS
+from mfattn.companion.evidence import BEYOND, COMPANION, RESULTS, collect, counts, markdown, table
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
@@ -51,9 +51,9 @@ def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
     page = markdown(records)
     for name, *_ in RESULTS + COMPANION + BEYOND:
         # each result's row, with the anchor its verdicts link back to
-        from mfattn.book import result_anchor
+        from mfattn.companion.book import result_anchor
 
-        from mfattn.evidence import result_label
+        from mfattn.companion.evidence import result_label
 
         shown = result_label(name).replace("*", "\\*")
         assert f'\n| <span id="{result_anchor(name)}"></span>{shown} |' in page, name
@@ -68,7 +68,7 @@ def test_the_page_lists_every_result_with_verdicts_or_a_reason(records):
 def test_the_map_is_compact_and_its_math_is_not_escaped(records):
     """One short line per result, the verdicts behind it in collapsed details; a star inside math
     stays a star (an escaped one is a MathJax error)."""
-    from mfattn.evidence import STANDINGS, standing
+    from mfattn.companion.evidence import STANDINGS, standing
 
     page = markdown(records)
     rows = [ln for ln in page.splitlines() if ln.startswith('| <span id="r-')]
@@ -124,7 +124,7 @@ def test_notes_are_shown_beside_verdicts():
 def test_the_map_and_the_verdicts_link_both_ways(records):
     """Each verdict on the map links to its row in the chapter, and each verdict row in a chapter
     links to the map's row of every result it bears on: the anchors on both sides exist."""
-    from mfattn.book import result_anchor, verdict_anchor
+    from mfattn.companion.book import result_anchor, verdict_anchor
 
     page = markdown(records)
     anchors = set(re.findall(r'<span id="(r-[^"]+)"></span>', page))
@@ -154,7 +154,7 @@ def test_the_strip_places_this_run_among_its_replicates():
     prediction has its own tick (x positions read back from the SVG)."""
     import re
 
-    from mfattn.evidence import strip_svg
+    from mfattn.companion.evidence import strip_svg
 
     def xs(svg, colour):
         return [float(x) for x in re.findall(rf'<line x1="([\d.]+)"[^>]*stroke="{colour}"', svg)]
@@ -170,7 +170,7 @@ def test_the_strip_places_this_run_among_its_replicates():
 def test_a_fail_that_replicates_is_never_called_replicated_evidence():
     """(9.1) at the end of chapter 09's run fails in this run and in every replicate: the map and the
     tables call it an evidence FAIL, not replicated evidence."""
-    from mfattn.evidence import flag, standing
+    from mfattn.companion.evidence import flag, standing
 
     rep = dict(n=10, passed=0, evidence=0, by_construction=False, kind="derived", committed="FAIL",
                q05=-0.6, q50=-0.55, q95=-0.5, values=[-0.55] * 10, decisions=[])

@@ -1,4 +1,4 @@
-"""The fused CPU head pass (mfattn.fused) against the torch head pass, its oracle (itself checked
+"""The fused CPU head pass (mfattn.models.fused) against the torch head pass, its oracle (itself checked
 against SDPA, autograd and finite differences in test_model.py): equal to rounding on random shapes
 (L = 1 and d_k = 1 included), weighted measures, sample chunks, per-sample gradients, and the same
 bits for any thread count; the same errors on bad input; traced calls fall back to torch."""
@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from mfattn import Dataset, HeadModel, fused
+from mfattn import Dataset, HeadModel
+from mfattn.models import fused
 
 from conftest import make_problem
 
@@ -168,8 +169,8 @@ def test_fused_flag_is_checked():
         HeadModel(W, 2, fused="yes")
     assert HeadModel(W, 2)._fused and not HeadModel(W, 2, fused=False)._fused
     assert HeadModel(W, 2, fused=True).to(dtype=torch.float32)._fused
-    if torch.cuda.is_available():  # on CUDA the fused pass is the Triton one (mfattn.fused_cuda), when it imports
-        from mfattn import fused_cuda
+    if torch.cuda.is_available():  # on CUDA the fused pass is the Triton one (mfattn.models.fused_cuda), when it imports
+        from mfattn.models import fused_cuda
 
         if fused_cuda.available():
             assert HeadModel(W.cuda(), 2, fused=True)._fused
@@ -187,7 +188,7 @@ def test_kernels_are_cached_across_processes(tmp_path):
     kernels = (fused._sum_kernel, fused._grad_kernel, fused._token_kernel, fused._velocity_kernel)
     assert all(type(k._cache).__name__ == "FunctionCache" for k in kernels)
     code = ("import torch\n"
-            "from mfattn import fused\n"
+            "from mfattn.models import fused\n"
             "fused.token_sums(torch.ones(1, 3, 2, dtype=torch.float64), torch.ones(1, dtype=torch.float64))\n"
             "k = fused._token_kernel\n"
             "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))")

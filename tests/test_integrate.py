@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from mfattn.integrate import (GD, STEPPERS, Adam, Decaying, HeavyBall, Run, Stepper, integrate, make_stepper,
+from mfattn.flows.integrate import (GD, STEPPERS, Adam, Decaying, HeavyBall, Run, Stepper, integrate, make_stepper,
                               register)
-from mfattn.linear import linear_regression
+from mfattn.models.linear import linear_regression
 
 F64 = torch.float64
 

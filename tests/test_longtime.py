@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from mfattn.dynamics import Decaying, reference_flow
-from mfattn.fitting import asymptotic_order
-from mfattn.longtime import energy_balance, inward_products, kl_bound, kl_constant, kl_fit, local_exponents
-from mfattn.static import Ball
-from mfattn.tasks import teacher_task
+from mfattn.flows.dynamics import Decaying, reference_flow
+from mfattn.analysis.fitting import asymptotic_order
+from mfattn.analysis.longtime import energy_balance, inward_products, kl_bound, kl_constant, kl_fit, local_exponents
+from mfattn.analysis.static import Ball
+from mfattn.models.tasks import teacher_task
 
 
 @pytest.fixture(scope="module")
@@ -171,9 +171,9 @@ def test_resolved_until_finds_where_a_run_leaves_the_flow():
     """A Runge-Kutta run at a small step satisfies -dE/dt = 2 I at every record, so it is resolved to
     its end; the same records with the risk's fall slowed by a factor 2 after a time t0 (what an
     integrator oscillating across a stiff valley shows) are resolved up to the record before t0."""
-    from mfattn.dynamics import reference_flow
-    from mfattn.longtime import resolved_until
-    from mfattn.tasks import example
+    from mfattn.flows.dynamics import reference_flow
+    from mfattn.analysis.longtime import resolved_until
+    from mfattn.models.tasks import example
 
     model, data, h0, _ = example()
     f = reference_flow(model, data, h0, T=2.0, step=0.01, record_every=0.01, progress=False)

@@ -20,11 +20,11 @@ import torch
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
-from mfattn.integrate import Adam, Constant, Decaying, HeavyBall, Kinetic, integrate
-from mfattn.linear import linear_regression
-from mfattn.optimizers import (adam_crossover, adam_on_risk, adam_speed, crossing, heavy_ball_time,
+from mfattn.flows.integrate import Adam, Constant, Decaying, HeavyBall, Kinetic, integrate
+from mfattn.models.linear import linear_regression
+from mfattn.flows.optimizers import (adam_crossover, adam_on_risk, adam_speed, crossing, heavy_ball_time,
                                kinetic_balance)
-from mfattn.tasks import teacher_task
+from mfattn.models.tasks import teacher_task
 
 F64 = torch.float64
 

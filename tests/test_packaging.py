@@ -44,7 +44,7 @@ def test_book_pages_code_lines_fit_the_column():
 def test_modules_the_rendered_docstrings_cite_are_in_the_api_reference():
     # `make book` runs Sphinx nitpicky (-n -W, py:class and py:data ignored in _config.yml): a
     # function, method or module role in a docstring the API page renders that points into an
-    # mfattn module without an entry there (":mod:`mfattn.fused`" before it had one) fails the build
+    # mfattn module without an entry there (":mod:`mfattn.models.fused`" before it had one) fails the build
     documented = {m for p in (ROOT / "book" / "api").glob("*.md")
                   for m in re.findall(r"automodule:: mfattn\.([\w.]+)", p.read_text())}
     pkg = ROOT / "src" / "mfattn"

@@ -1,4 +1,4 @@
-"""The particle-model protocol (mfattn.particles) is enough to run the dynamics: a third model, a
+"""The particle-model protocol (mfattn.models.particles) is enough to run the dynamics: a third model, a
 linear predictor under the square loss written here on the protocol alone, runs through
 `reference_flow` and full-batch `sgd`, and both follow its closed-form flow.
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from mfattn.dynamics import reference_flow, sgd
-from mfattn.particles import ParticleModel
+from mfattn.flows.dynamics import reference_flow, sgd
+from mfattn.models.particles import ParticleModel
 
 
 @dataclass

@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from mfattn import plotting  # noqa: E402
+from mfattn.companion import plotting  # noqa: E402
 
 
 def test_panels_two_a_row_and_an_odd_last_panel_takes_the_row():

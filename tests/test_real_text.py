@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 import torch
 
-from mfattn.baseline import PractitionerAttention, parameter_count, train_practitioner
-from mfattn.dynamics import initial_measure
-from mfattn.fitting import loglog_fit, reference_gap_fit
-from mfattn.model import HeadModel
-from mfattn.scaling import coordinate_check, parametrised
-from mfattn.tasks import _corpus, text_corpus, text_task
+from mfattn.models.baseline import PractitionerAttention, parameter_count, train_practitioner
+from mfattn.flows.dynamics import initial_measure
+from mfattn.analysis.fitting import loglog_fit, reference_gap_fit
+from mfattn.models.model import HeadModel
+from mfattn.analysis.scaling import coordinate_check, parametrised
+from mfattn.models.tasks import _corpus, text_corpus, text_task
 
 F64 = torch.float64
 
@@ -249,7 +249,7 @@ def test_text_corpus_parts_tile_the_corpus_at_the_boundary():
 
 
 def test_tail_share_is_the_top_heads_share_of_the_feature_energy(small_text):
-    from mfattn.scaling import tail_share
+    from mfattn.analysis.scaling import tail_share
 
     model, data = small_text
     base = initial_measure(model, 1, scale=1.0, generator=g(13))

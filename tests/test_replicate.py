@@ -1,7 +1,7 @@
 """Replication records and counterfactuals (the evidence issue): what the book may call evidence.
 
 * Every committed verdict that stores its decision is decided again from the stored numbers by
-  the one decision rule (mfattn.book.decide): its committed status must come out, and a claim or
+  the one decision rule (mfattn.companion.book.decide): its committed status must come out, and a claim or
   derived result counted as evidence must have a counterfactual that the same numbers reject.
 * A replication record is keyed by the chapter's code and its committed verdicts: a record whose
   key no longer matches is stale and fails here, so the book never shows an older chapter's rates.
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mfattn import replicate as rp
-from mfattn.book import EVIDENCE, check_at_most, check_close, check_fit, check_fit_at_most, check_within, decide
-from mfattn.evidence import collect, flag
-from mfattn.fitting import LogLogFit
+from mfattn.companion import replicate as rp
+from mfattn.companion.book import EVIDENCE, check_at_most, check_close, check_fit, check_fit_at_most, check_within, decide
+from mfattn.companion.evidence import collect, flag
+from mfattn.analysis.fitting import LogLogFit
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = collect(ROOT)
@@ -68,7 +68,7 @@ def test_the_stored_decision_reproduces_every_rule(make):
 
 
 def test_a_perturbed_measurement_is_decided_by_the_verdicts_own_prediction():
-    from mfattn.book import perturbed
+    from mfattn.companion.book import perturbed
 
     fit = LogLogFit(-0.5, 0.0, -0.6, -0.4, 0.95, 8)
     v = check_fit("f", fit, -0.5, kind="claim",
@@ -207,6 +207,8 @@ kernelspec:
   display_name: Python 3
   language: python
   name: python3
+mfattn-parameters:
+  n: {ci: 400, help: draws of the mean}
 ---
 
 # A small chapter for the replication's test
@@ -221,10 +223,9 @@ cache_dir = None        # folder keeping finished work
 
 ```{code-cell} ipython3
 import torch
-from mfattn.book import check_close, report, resolve_profile
+from mfattn.companion.book import check_close, report, setup
 
-PROFILES = {"ci": dict(n=400)}
-cfg = resolve_profile(PROFILES, profile)
+cfg = setup("01", globals())
 with open("runs.log", "a") as f:
     f.write(f"{seed}\\n")
 x = torch.randn(cfg.n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
@@ -264,8 +265,7 @@ def test_replicate_runs_other_seeds_resumes_and_records_rates(tmp_path):
     assert log() == [0, 1, 2, 3]
     # after a change of the chapter's code every seed runs again: a record never mixes in runs of old code
     md = root / "notebooks" / "01-toy.md"
-    md.write_text(md.read_text().replace("cfg = resolve_profile(PROFILES, profile)",
-                                         "cfg = resolve_profile(PROFILES, profile)  # changed"))
+    md.write_text(md.read_text().replace('cfg = setup("01", globals())', 'cfg = setup("01", globals())  # changed'))
     assert run("run", "01", "--inplace", "--quiet").returncode == 0
     assert run("replicate", "01", "--seeds", "3").returncode == 0
     assert log() == [0, 0, 1, 1, 2, 2, 3, 3]

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from mfattn import fused
+from mfattn.models import fused
 
 pytestmark = pytest.mark.skipif(not fused.available(), reason="numba not installed")
 

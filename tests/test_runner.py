@@ -1,4 +1,4 @@
-"""Re-running a chapter as a user (mfattn.runner): checked parameters, a cache keyed by the whole
+"""Re-running a chapter as a user (mfattn.companion.runner): checked parameters, a cache keyed by the whole
 configuration that resumes an interrupted run, Ctrl-C, terminal progress, HTML, compare.
 
 The chapter here is a small one written for the test, in a checkout of its own, so that each
@@ -29,6 +29,10 @@ kernelspec:
   display_name: Python 3
   language: python
   name: python3
+mfattn-parameters:
+  n_points: {ci: 6, paper: 600, help: points of the sweep}
+  scale: {ci: 2.0, paper: 2.0, help: "a factor of every point's result"}
+  delay: {ci: 0.05, paper: 0.05, help: seconds each point takes}
 ---
 
 # A small chapter for the command line's tests
@@ -38,9 +42,6 @@ kernelspec:
 
 profile = "ci"          # "ci": small; "paper": larger (a comment may hold "=", e.g. a = b)
 seed = 0                # seeds every random draw
-n_points = None         # points of the sweep
-scale = None            # a factor of every point's result
-delay = None            # seconds each point takes
 fail = False            # raise in the sweep's cell
 log = "calls.log"       # file recording each computed point
 shape = (1, 2)          # a tuple, printed as the kernel receives it
@@ -52,11 +53,10 @@ cache_dir = None        # folder keeping finished work (python -m mfattn run set
 ```{code-cell} ipython3
 import tempfile, time
 from myst_nb import glue
-from mfattn.book import check_close, report, resolve_profile
-from mfattn.sweep import run_sweep
+from mfattn.companion.book import check_close, report, setup
+from mfattn.companion.sweep import run_sweep
 
-PROFILES = {"ci": dict(n_points=6, scale=2.0, delay=0.05), "paper": dict(n_points=600, scale=2.0, delay=0.05)}
-cfg = resolve_profile(PROFILES, profile, n_points=n_points, scale=scale, delay=delay)
+cfg = setup("01", globals())
 folder = cache_dir or tempfile.mkdtemp()
 
 def point(i):
@@ -149,8 +149,8 @@ def test_interrupted_run_resumes_from_the_cache_and_a_changed_parameter_recomput
 
 
 def test_the_cache_key_covers_every_parameter_and_the_code(toy, tmp_path):
-    from mfattn.chapters import check_values
-    from mfattn.runner import cache_key
+    from mfattn.companion.chapters import check_values
+    from mfattn.companion.runner import cache_key
 
     src = toy / "notebooks" / "01-toy.md"
     base = check_values(src, {})
@@ -415,12 +415,12 @@ def test_a_size_over_the_ceiling_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "out").exists() and time.perf_counter() - t0 < 60
 
 
-def test_import_mfattn_exposes_its_submodules():
+def test_import_mfattn_lists_its_modules_by_their_paths():
     code = ("import mfattn, pathlib; "
-            "names = [p.stem for p in pathlib.Path(mfattn.__file__).parent.glob('*/*.py') if not p.stem.startswith('_')]; "
-            "assert sorted(names) == sorted(mfattn.SUBMODULES), names; "
-            "import types; assert all(isinstance(getattr(mfattn, n), types.ModuleType) for n in names); "
-            "print(mfattn.dynamics.__name__)")
+            "names = [f'{p.parent.name}.{p.stem}' for p in pathlib.Path(mfattn.__file__).parent.glob('*/*.py') "
+            "if not p.stem.startswith('_')]; "
+            "assert sorted(names) == sorted(mfattn.LAYOUT_OF.values()), names; "
+            "import mfattn.flows.dynamics; print(mfattn.flows.dynamics.__name__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == "mfattn.flows.dynamics", res.stderr
 

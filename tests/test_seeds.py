@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from mfattn.seeds import stream, stream_seed, streams
+from mfattn.flows.seeds import stream, stream_seed, streams
 
 
 def test_streams_do_not_collide_where_offsets_do():

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from mfattn.model import HeadModel
-from mfattn.smoothness import feature_derivative_max, feature_derivative_sup, pad_heads
+from mfattn.models.model import HeadModel
+from mfattn.analysis.smoothness import feature_derivative_max, feature_derivative_sup, pad_heads
 
 F64 = torch.float64
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from mfattn import stability as st
-from mfattn.dynamics import Constant
-from mfattn.tasks import teacher_task
+from mfattn.analysis import stability as st
+from mfattn.flows.dynamics import Constant
+from mfattn.models.tasks import teacher_task
 
 
 @pytest.fixture(scope="module")
@@ -353,7 +353,7 @@ def test_inertia_is_kept_by_a_congruence_and_lowest_direction_spans_the_lowest_e
     """Sylvester's law: P H P^T has the inertia of H for an invertible P; the direction drawn in the
     lowest eigenspace (of multiplicity two here) is a unit vector whose Rayleigh quotient is the
     lowest eigenvalue, orthogonal to the other eigenvectors."""
-    from mfattn.stability import inertia, lowest_direction
+    from mfattn.analysis.stability import inertia, lowest_direction
 
     g = torch.Generator().manual_seed(5)
     Q, _ = torch.linalg.qr(torch.randn(6, 6, generator=g, dtype=torch.float64))

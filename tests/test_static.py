@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from mfattn.static import (
+from mfattn.analysis.static import (
     Ball,
     certificate,
     feature_sup,
@@ -18,7 +18,7 @@ from mfattn.static import (
     round_measure,
     sample_measure,
 )
-from mfattn.tasks import teacher_task
+from mfattn.models.tasks import teacher_task
 
 from conftest import make_problem
 
@@ -233,8 +233,8 @@ def test_consolidate_merges_orbit_twins_and_drops_negligible_atoms():
     """Oracle: the head's symmetry (stability.group_action) moves an atom along its orbit without changing
     its feature, so a measure that splits one atom's weight between two orbit points is the same measure.
     consolidate must merge them, drop atoms of negligible weight, and leave the logits (8) unchanged."""
-    from mfattn.stability import group_action
-    from mfattn.static import consolidate
+    from mfattn.analysis.stability import group_action
+    from mfattn.analysis.static import consolidate
 
     model, data, heads, w, g = make_problem(N=4)
     d_k = model.d_k
@@ -283,7 +283,7 @@ def test_count_within_counts_starts_by_their_distance_to_the_best(teacher):
 def test_minimize_is_the_named_minimiser():
     """minimize(method=...) calls the minimiser it names with the same arguments: the same result for
     the same generator seed; unknown methods, unknown and missing options are named."""
-    from mfattn.static import minimize
+    from mfattn.analysis.static import minimize
 
     T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
     ball = Ball(1.0)

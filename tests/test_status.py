@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mfattn.evidence import claims_json, collect, status_markdown
-from mfattn.runner import code_state, provenance
+from mfattn.companion.evidence import claims_json, collect, status_markdown
+from mfattn.companion.runner import code_state, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
@@ -94,7 +94,7 @@ def test_status_page_has_every_chapter_with_its_recorded_time_and_counts(records
         if meta.get("commit"):
             assert meta["commit"][:10] in row
         # the verdict counts, from the notebook's own records rather than through collect
-        from mfattn.runner import verdict_records
+        from mfattn.companion.runner import verdict_records
 
         mine = verdict_records(ROOT / "notebooks" / f"{ch}.ipynb")
         hyp = [v for v in mine if v["kind"] == "hypothesis"]
@@ -108,7 +108,7 @@ def test_status_page_has_every_chapter_with_its_recorded_time_and_counts(records
 def test_claims_download_holds_every_verdict_with_its_commit(records):
     doc = json.loads(claims_json(ROOT, records))
     assert doc["paper"] == "arXiv 2606.10469"
-    from mfattn.runner import verdict_records
+    from mfattn.companion.runner import verdict_records
 
     total = sum(len(verdict_records(ROOT / "notebooks" / f"{ch}.ipynb")) for ch in CHAPTERS)
     assert len(doc["verdicts"]) == total

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from mfattn import entropy
-from mfattn.book import (Verdict, all_passed, check_at_most, check_close, check_fit, check_fit_at_most, check_within,
+from mfattn.companion.book import (Verdict, all_passed, check_at_most, check_close, check_fit, check_fit_at_most, check_within,
                          report, resolve_profile, show_config, verdict_table_html)
-from mfattn.fitting import loglog_fit
-from mfattn.smoothness import feature_derivative_sup
-from mfattn.tasks import _OTHER, _corpus, markov_task, teacher_task, text_task
+from mfattn.analysis.fitting import loglog_fit
+from mfattn.analysis.smoothness import feature_derivative_sup
+from mfattn.models.tasks import _OTHER, _corpus, markov_task, teacher_task, text_task
 
 
 def test_teacher_optimal_risk_is_attained_and_is_a_lower_bound():
@@ -90,7 +90,7 @@ def test_text_splits_are_corpus_windows_on_either_side_of_the_boundary(heldout):
 
 
 def test_make_task_selects_by_name_and_rejects_unknown_names():
-    from mfattn.tasks import make_task
+    from mfattn.models.tasks import make_task
 
     a, b = make_task("markov", n=8, seed=3), markov_task(n=8, seed=3)
     assert a.name == "markov" and torch.equal(a.data.X, b.data.X) and torch.equal(a.data.Y, b.data.Y)
@@ -260,7 +260,7 @@ def test_entropy_handles_zero_probabilities():
 
 
 def test_asymptotic_order_sees_through_higher_order_terms():
-    from mfattn.fitting import asymptotic_order
+    from mfattn.analysis.fitting import asymptotic_order
 
     h = 2.0 ** -np.arange(3, 9)
     rng = np.random.default_rng(1)
@@ -276,7 +276,7 @@ def test_asymptotic_order_sees_through_higher_order_terms():
 
 
 def test_fmt_prints_what_the_run_determines():
-    from mfattn.book import fmt
+    from mfattn.companion.book import fmt
 
     assert fmt(1.2345e-3) == "1.23e-03" and fmt(-2.5, sig=2) == "-2.5e+00"
     # rounding-level values print alike whatever their digits, and keep their sign

@@ -55,12 +55,12 @@ def test_torch_loaded_first_is_reported():
 
 
 def test_numbas_openmp_runtime_sleeps_too():
-    # numba's "omp" layer (mfattn.fused) links libgomp.so.1.0.0 by file name, so the dynamic loader
+    # numba's "omp" layer (mfattn.models.fused) links libgomp.so.1.0.0 by file name, so the dynamic loader
     # brings the system's copy beside torch's (soname libgomp.so.1): two runtimes, two thread pools.
     # Each reads the policy when it loads, so both must report that their waiting threads sleep.
     pytest.importorskip("numba")
     code = ("import mfattn, torch, numba\n"
-            "from mfattn.tasks import make_task\n"
+            "from mfattn.models.tasks import make_task\n"
             "t = make_task('teacher', n=4, seed=0, L=3, d_x=2, d_k=1, dtype=torch.float64)\n"
             "h = torch.randn(40, t.model.d_omega, dtype=torch.float64)\n"
             "t.model.grad_phi(t.data.X, t.data.Y, h, torch.full((40,), 1 / 40, dtype=torch.float64))\n"

@@ -1,4 +1,4 @@
-"""Token particles on the sphere (mfattn.tokens): the gradient structure against autograd, energy
+"""Token particles on the sphere (mfattn.models.tokens): the gradient structure against autograd, energy
 monotonicity, the sphere constraint, integrator orders, cluster counting and the stopping rule."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from mfattn import tokens as tk
+from mfattn.models import tokens as tk
 
 
 def _systems(perceptron, betas=(0.5, 4.0, 20.0)):
@@ -308,7 +308,7 @@ def test_summarize_against_the_run_read_directly():
 def test_fused_token_sums_equal_the_stored_kernel(B, n, d, dtype):
     """The fused pass against the torch path that stores the (n, n) kernel: S = W X, Z = W 1, for betas
     from 0.1 to 2000 (where most of the kernel underflows), token counts across the 32-lane blocks."""
-    from mfattn import fused
+    from mfattn.models import fused
 
     g = torch.Generator().manual_seed(B * n * d)
     X = tk.uniform_sphere(B, n, d, generator=g)
@@ -352,7 +352,7 @@ def test_fused_token_sums_same_bits_for_any_thread_count():
     import sys
 
     code = ("import sys, hashlib, torch\n"
-            "from mfattn import fused, tokens as tk\n"
+            "from mfattn.models import fused, tokens as tk\n"
             "torch.set_num_threads(int(sys.argv[1]))\n"
             "X = tk.uniform_sphere(6, 70, 3, generator=torch.Generator().manual_seed(0))\n"
             "S, Z = fused.token_sums(X, torch.linspace(0.5, 9, 6, dtype=torch.float64))\n"
@@ -368,7 +368,7 @@ def test_fused_velocity_equals_the_torch_path(d, activation, monkeypatch):
     """The fused velocity (attention sums, perceptron drift, projection in one pass) against the torch
     path that stores the kernel, for ascent and descent, USA and SA, with and without the perceptron,
     and a perceptron weight exp(-beta) (Theorem 3.5's scaling)."""
-    from mfattn import fused
+    from mfattn.models import fused
 
     g = torch.Generator().manual_seed(d)
     p = tk.Perceptron.sample(d, generator=g, units=5, activation=activation)

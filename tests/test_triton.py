@@ -1,4 +1,4 @@
-"""The Triton head pass (mfattn.fused_cuda) on the CPU, through Triton's interpreter.
+"""The Triton head pass (mfattn.models.fused_cuda) on the CPU, through Triton's interpreter.
 
 The kernels run in a subprocess started with TRITON_INTERPRET=1: triton reads the variable when it
 decorates a kernel, so a triton imported earlier in this pytest process (by another test) would
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfattn import fused_cuda
-from mfattn.model import HeadModel, fused_kernels
+from mfattn.models import fused_cuda
+from mfattn.models.model import HeadModel, fused_kernels
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -142,7 +142,7 @@ def test_value_errors_name_the_argument():
 def test_the_model_picks_the_kernels_of_its_device(monkeypatch):
     """CPU: numba's pass, never triton (so CPU results are what they were); CUDA: the Triton pass when
     it can run, else the torch path; fused=False: the torch path everywhere."""
-    from mfattn import fused
+    from mfattn.models import fused
 
     assert fused_kernels("cpu") is (fused if fused.available() else None)
     assert fused_kernels("meta") is None
@@ -156,7 +156,7 @@ def test_the_model_picks_the_kernels_of_its_device(monkeypatch):
 
 
 def test_availability_follows_the_interpreter_flag():
-    code = "from mfattn import fused_cuda; print(fused_cuda.available(), fused_cuda.interpreted())"
+    code = "from mfattn.models import fused_cuda; print(fused_cuda.available(), fused_cuda.interpreted())"
     run = lambda env: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                      check=True).stdout.split()
     env = interpreter_env()

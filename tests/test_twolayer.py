@@ -1,14 +1,14 @@
-"""The two-layer mean-field baseline (mfattn.twolayer): first variation against autograd, the shared
+"""The two-layer mean-field baseline (mfattn.models.twolayer): first variation against autograd, the shared
 dynamics and i.i.d. construction on neurons, and the exact 1/N law of the square loss."""
 
 import numpy as np
 import pytest
 import torch
 
-from mfattn.activations import ACTIVATIONS, get_activation
-from mfattn.dynamics import reference_flow, sgd
-from mfattn.static import iid_construction, iid_gap_coefficient
-from mfattn.twolayer import RegressionData, TwoLayerModel, teacher_regression
+from mfattn.models.activations import ACTIVATIONS, get_activation
+from mfattn.flows.dynamics import reference_flow, sgd
+from mfattn.analysis.static import iid_construction, iid_gap_coefficient
+from mfattn.models.twolayer import RegressionData, TwoLayerModel, teacher_regression
 
 
 def _task(activation="tanh", n=24, d=3, N=7, seed=0):

@@ -1,4 +1,4 @@
-"""The Triton head pass (mfattn.fused_cuda) against independent oracles, as a plain script (no pytest),
+"""The Triton head pass (mfattn.models.fused_cuda) against independent oracles, as a plain script (no pytest),
 so that the same checks run in CI through Triton's interpreter and on a GPU machine that has only
 torch and triton.
 
@@ -62,8 +62,8 @@ def main(argv=None) -> int:
     import mfattn  # noqa: F401  (first: the thread policy)
     import torch
 
-    from mfattn import fused_cuda
-    from mfattn.model import HeadModel
+    from mfattn.models import fused_cuda
+    from mfattn.models.model import HeadModel
 
     dev = torch.device(a.device)
     res = {"summary": True, "device": str(dev), "interpreted": fused_cuda.interpreted(),
@@ -155,7 +155,7 @@ def closed_form(dev, check):
     """Phi = sigmoid(x), grad Phi = (x s(1-s), s(1-s), s, s) for the head (W_Q, W_K, W_V, W_O) = (1, x, 1, 1)."""
     import torch
 
-    from mfattn import fused_cuda
+    from mfattn.models import fused_cuda
 
     x = torch.cat([torch.logspace(-3, 4, 57, dtype=torch.float64), torch.zeros(1)])
     x = torch.cat([-x.flip(0), x])

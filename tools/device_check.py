@@ -12,7 +12,7 @@ recorded as ``timeout``; the next part starts on time), about 8 minutes in all:
 * ``bench``: the full gradient (logits, residual, ``grad Phi`` of every head) on the torch path
   (``HeadModel(fused=False)``) and on the Triton path (the model's default on CUDA), at N = 1024,
   16384, 65536, 262144 heads, 16 sequences, L = 8, d_x = 4, d_k = 2, d_v = 5, float32 then float64,
-  timed by :func:`mfattn.companion.bench._time`; each time also as a fraction of the card's roofline,
+  timed by :func:`mfattn.companion.bench.time_call`; each time also as a fraction of the card's roofline,
   measured in the same process: the multiply-add rate (the larger of a float matrix product and a
   Triton multiply-add kernel), the exponential rate (a Triton kernel) and the copy bandwidth,
   against the work of :func:`mfattn.companion.roofline.counts`;
@@ -122,17 +122,17 @@ def ceilings(dev, dtype, dry: bool) -> dict:
         programs, block, reps = 64 * torch.cuda.get_device_properties(dev).multi_processor_count, 512, 512
     buf = torch.empty(programs * block, dtype=dtype, device=dev)
     rates = {}
-    t = bench._time(lambda: fma_kernel[(programs,)](buf, 0.999, 0.001, reps, BLOCK=block), dev, 3)
+    t = bench.time_call(lambda: fma_kernel[(programs,)](buf, 0.999, 0.001, reps, BLOCK=block), dev, 3)
     rates["fma_triton"] = 2 * 4 * programs * block * reps / t
-    t = bench._time(lambda: exp_kernel[(programs,)](buf, -0.5, reps, BLOCK=block), dev, 3)
+    t = bench.time_call(lambda: exp_kernel[(programs,)](buf, -0.5, reps, BLOCK=block), dev, 3)
     rates["exp"] = 4 * programs * block * reps / t
-    if dry:  # bench._device_peaks sizes its operands for a real device
+    if dry:  # bench.device_peaks sizes its operands for a real device
         a = torch.randn(64, 64, dtype=dtype)
         x = torch.empty(1 << 16, dtype=torch.float32)
-        rates["matmul"] = 2 * 64**3 / bench._time(lambda: a @ a, dev, 3)
-        rates["bandwidth"] = 2 * x.numel() * 4 / bench._time(lambda: x.clone(), dev, 3)
+        rates["matmul"] = 2 * 64**3 / bench.time_call(lambda: a @ a, dev, 3)
+        rates["bandwidth"] = 2 * x.numel() * 4 / bench.time_call(lambda: x.clone(), dev, 3)
     else:
-        pk = bench._device_peaks(dev, dtype)
+        pk = bench.device_peaks(dev, dtype)
         rates["matmul"], rates["bandwidth"] = pk["matmul_flops"], pk["copy_bytes_per_s"]
     rates["fma"] = max(rates["fma_triton"], rates["matmul"])
     return rates
@@ -143,10 +143,10 @@ def part_bench(out: Path, dry: bool, deadline: float) -> dict:
     import torch
 
     import mfattn  # noqa: F401
-    from mfattn import fused_cuda
+    from mfattn.models import fused_cuda
     from mfattn.companion import bench
     from mfattn.companion.roofline import counts
-    from mfattn.model import HeadModel
+    from mfattn.models.model import HeadModel
 
     dev = torch.device("cpu" if dry else "cuda")
     Ns, n_data, repeats = ((2, 5), 2, 1) if dry else (NS, SHAPE["n_data"], 5)
@@ -166,7 +166,7 @@ def part_bench(out: Path, dry: bool, deadline: float) -> dict:
             continue
         res["ceilings"][name] = ceilings(dev, dt, dry)
         save()
-        task = bench._problem("teacher", n_data, SHAPE["L"], SHAPE["d_x"], SHAPE["d_k"], dt, dev)
+        task = bench.problem("teacher", n_data, SHAPE["L"], SHAPE["d_x"], SHAPE["d_k"], dt, dev)
         model, X, Y = task.model, task.data.X, task.data.Y
         torch_path = HeadModel(model.W_out, model.d_k, fused=False)
         if dry:  # the interpreter on CPU tensors: the model's own fused path there is numba's, so call the kernels
@@ -198,7 +198,7 @@ def part_bench(out: Path, dry: bool, deadline: float) -> dict:
                    "roof_s": N * n_data * max(bounds.values()), "bound": max(bounds, key=bounds.get)}
             for path, fn in (("torch", lambda: torch_path.grad_phi(X, Y, heads, w)),
                              ("triton", lambda: triton_grad(heads, w))):
-                row[f"{path}_s"] = bench._time(fn, dev, repeats)
+                row[f"{path}_s"] = bench.time_call(fn, dev, repeats)
                 row[f"{path}_fraction"] = row["roof_s"] / row[f"{path}_s"]
                 row[f"{path}_gflops"] = c["flops"] * N * n_data / row[f"{path}_s"] / 1e9
             row["speedup"] = row["torch_s"] / row["triton_s"]

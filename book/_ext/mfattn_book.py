@@ -7,7 +7,7 @@
 * sphinx-thebe 0.3.1 adds its configuration script twice under Sphinx 7; the second copy
   redeclares a ``const`` and throws in every page's console. Drop exact duplicates of page scripts.
 * Pages built from the committed chapters, with nothing executed: the intro's evidence count, the
-  status page (``MFATTN_STATUS``, :func:`mfattn.evidence.status_markdown`), the evidence page's
+  status page (``MFATTN_STATUS``, :func:`mfattn.companion.evidence.status_markdown`), the evidence page's
   download ``claims.json`` (written to ``book/_generated/`` before any page is read), and on every
   chapter, after its opening cell, its verdicts at a glance and its downloads (the executed notebook
   and its MyST source). These pages are re-read at every build, since they depend on files that
@@ -82,10 +82,10 @@ def _drop_duplicate_scripts(app, pagename, templatename, context, doctree):
 
 
 def _records(app) -> list[dict]:
-    """The committed chapters' verdict records (:func:`mfattn.evidence.collect`), read once per build
+    """The committed chapters' verdict records (:func:`mfattn.companion.evidence.collect`), read once per build
     and shared by the intro, the status page and every chapter's box."""
     if getattr(app, "_mfattn_records", None) is None:
-        from mfattn.evidence import collect
+        from mfattn.companion.evidence import collect
 
         app._mfattn_records = collect(app.srcdir)
     return app._mfattn_records
@@ -96,7 +96,7 @@ def _evidence_headline(app, docname, source):
     sentence that opens the evidence map)."""
     if "MFATTN_EVIDENCE_HEADLINE" not in source[0]:
         return
-    from mfattn.evidence import headline
+    from mfattn.companion.evidence import headline
 
     source[0] = source[0].replace("MFATTN_EVIDENCE_HEADLINE", headline(_records(app)))
 
@@ -104,13 +104,13 @@ def _evidence_headline(app, docname, source):
 def _status(app, docname, source):
     if "MFATTN_STATUS" not in source[0]:
         return
-    from mfattn.evidence import status_markdown
+    from mfattn.companion.evidence import status_markdown
 
     source[0] = source[0].replace("MFATTN_STATUS", status_markdown(app.srcdir, _records(app)))
 
 
 def _claims(app):
-    from mfattn.evidence import claims_json
+    from mfattn.companion.evidence import claims_json
 
     if not Path(app.srcdir, "book", "evidence.md").exists():
         return  # a single page built with this extension (``python -m mfattn html``): no evidence page
@@ -128,7 +128,7 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
     without them, a new chapter's trial build, gets none)."""
     from collections import Counter
 
-    from mfattn.evidence import counts, group, outcome_replicated, standing
+    from mfattn.companion.evidence import counts, group, outcome_replicated, standing
 
     mine = [r for r in records if r["chapter"] == chapter]
     c = counts(mine).get(chapter, Counter())
@@ -201,7 +201,7 @@ def _chapter_head(app, docname, source):
     cells.insert(first + 1, {"cell_type": "markdown", "id": "mfattn-at-a-glance", "metadata": {}, "source": text})
     # under the verdict table, how each verdict replicated (the record is made after the run, so the
     # page adds it at build time rather than the notebook)
-    from mfattn.evidence import replication_table
+    from mfattn.companion.evidence import replication_table
 
     last = max((i for i, cl in enumerate(cells) for o in cl.get("outputs", [])
                 if o.get("metadata", {}).get("mfattn", {}).get("verdicts") is not None), default=None)

@@ -13,19 +13,16 @@ companion:
 The companion, :mod:`mfattn.companion`, runs and checks the book: chapters, runner, command line,
 verdicts and their rendering, evidence map, replication, HTML check, sweeps, plotting, benchmark.
 
-Every module also answers to its short name, ``mfattn.<module>`` (``from mfattn.dynamics import sgd``
-is ``mfattn.flows.dynamics``): the chapters and the docstrings' examples import it so, and
-:data:`LAYOUT_OF` lists the table.
+Every module is imported by its path, ``mfattn.<layer>.<module>`` (``from mfattn.flows.dynamics import
+sgd``); :data:`LAYOUT` lists the layers and their modules.
 """
 
 import importlib as _importlib
-import importlib.abc as _abc
-import importlib.util as _util
 import os as _os
 import sys as _sys
 
 # Threads that wait sleep instead of spinning. torch's OpenMP runtime (libgomp), and the second copy
-# that numba's "omp" threading layer loads (mfattn.fused), each read OMP_WAIT_POLICY once, when they
+# that numba's "omp" threading layer loads (mfattn.models.fused), each read OMP_WAIT_POLICY once, when they
 # load, and by default spin about 300,000 times at every barrier. On a machine where another
 # process holds a core, the spinning thread burns the time slice its partner needs: a chapter's ci
 # run beside a second one took 10.5x its time alone (chapter 02, 2 cores), against 1.5x with
@@ -58,34 +55,9 @@ LAYOUT = {
     "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate", "shard",
                   "checkhtml", "sweep", "plotting", "bench", "roofline", "disk"),
 }
-#: Short module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``).
+#: Module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``); a table only: a module is
+#: imported by its path.
 LAYOUT_OF = {m: f"{pkg}.{m}" for pkg, mods in LAYOUT.items() for m in mods}
-# every module of the engine, reachable as an attribute (``mfattn.dynamics``), imported on first use
-# so that ``import mfattn`` stays fast
-SUBMODULES = tuple(sorted(LAYOUT_OF))
-
-
-class _ShortName(_abc.MetaPathFinder, _abc.Loader):
-    """Imports ``mfattn.<module>`` as the module itself, ``mfattn.<subpackage>.<module>``: one module
-    object under two names (so monkeypatching, pickling and identity checks see the same thing)."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        head, _, short = fullname.partition(".")
-        if head != __name__ or short not in LAYOUT_OF:
-            return None
-        return _util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec):
-        module = _importlib.import_module(f"{__name__}.{LAYOUT_OF[spec.name.partition('.')[2]]}")
-        spec.loader_state = module.__spec__  # the import machinery sets __spec__ to the short name's: put it back
-        return module
-
-    def exec_module(self, module):
-        module.__spec__ = module.__spec__.loader_state or module.__spec__
-
-
-if not any(isinstance(f, _ShortName) for f in _sys.meta_path):
-    _sys.meta_path.append(_ShortName())
 
 # The top-level names load on first use, so that `import mfattn` (and the command line's help, its
 # listings and its usage errors) does not load torch.
@@ -95,13 +67,9 @@ __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian
 
 
 def __getattr__(name):
-    if name in LAYOUT_OF:
-        return _importlib.import_module(f"{__name__}.{name}")
     if name in _TOP:
         return getattr(_importlib.import_module(f"{__name__}.{_TOP[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
-    return sorted(set(globals()) | set(SUBMODULES))
 __version__ = "0.3.0"

@@ -32,7 +32,7 @@ class LogLogFit(NamedTuple):
 
     Examples
     --------
-    >>> from mfattn.fitting import loglog_fit
+    >>> from mfattn.analysis.fitting import loglog_fit
     >>> x = [1, 2, 4, 8, 16]
     >>> fit = loglog_fit(x, [3.1, 0.74, 0.19, 0.046, 0.0118])
     >>> round(float(fit.slope), 3), fit.n, fit.level
@@ -63,7 +63,7 @@ class LogLogFit(NamedTuple):
 
         Examples
         --------
-        >>> from mfattn.fitting import LogLogFit
+        >>> from mfattn.analysis.fitting import LogLogFit
         >>> fit = LogLogFit(slope=-2.0, intercept=0.0, slope_lo=-2.1,
         ...                 slope_hi=-1.9, level=0.95, n=5)
         >>> fit.predict([1.0, 2.0, 4.0]).tolist()
@@ -86,7 +86,7 @@ class LogLogFit(NamedTuple):
 
         Examples
         --------
-        >>> from mfattn.fitting import LogLogFit
+        >>> from mfattn.analysis.fitting import LogLogFit
         >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6,
         ...                 slope_hi=-0.44, level=0.95, n=8)
         >>> bool(fit.contains(-0.5)), bool(fit.contains(-1.0))
@@ -123,7 +123,7 @@ def loglog_fit(x, y, *, level: float = 0.95) -> LogLogFit:
 
     Examples
     --------
-    >>> from mfattn.fitting import loglog_fit
+    >>> from mfattn.analysis.fitting import loglog_fit
     >>> x = [1, 2, 4, 8, 16]
     >>> fit = loglog_fit(x, [3.1, 0.74, 0.19, 0.046, 0.0118])
     >>> lo, hi = float(fit.slope_lo), float(fit.slope_hi)
@@ -172,7 +172,7 @@ class OrderFit(NamedTuple):
     Examples
     --------
     >>> import numpy as np
-    >>> from mfattn.fitting import asymptotic_order
+    >>> from mfattn.analysis.fitting import asymptotic_order
     >>> h = np.array([0.1, 0.05, 0.025, 0.0125])
     >>> fit = asymptotic_order(h, h**2 * (1 + h))
     >>> round(float(fit.order), 3), fit.n
@@ -200,7 +200,7 @@ class OrderFit(NamedTuple):
 
         Examples
         --------
-        >>> from mfattn.fitting import OrderFit
+        >>> from mfattn.analysis.fitting import OrderFit
         >>> fit = OrderFit(order=1.02, order_lo=0.95, order_hi=1.09,
         ...                level=0.95, n=6)
         >>> bool(fit.contains(1.0)), bool(fit.contains(2.0))
@@ -246,7 +246,7 @@ def asymptotic_order(h, err, *, level: float = 0.95) -> OrderFit:
     Errors of a second-order method with a third-order correction, two runs on three steps:
 
     >>> import numpy as np
-    >>> from mfattn.fitting import asymptotic_order
+    >>> from mfattn.analysis.fitting import asymptotic_order
     >>> h = np.array([0.1, 0.05, 0.025])
     >>> err = np.vstack([h**2 * (1 + h), 2 * h**2 * (1 - h)])
     >>> fit = asymptotic_order(h, err)
@@ -308,7 +308,7 @@ def reference_gap_fit(N, gaps, n_ref: int, *, level: float = 0.95) -> LogLogFit:
     Examples
     --------
     >>> import numpy as np
-    >>> from mfattn.fitting import reference_gap_fit
+    >>> from mfattn.analysis.fitting import reference_gap_fit
     >>> N = np.array([16, 64, 256, 1024])
     >>> gaps = 2.0 * (N[:, None] ** -1.0 - 4096.0 ** -1.0) * np.array([0.99, 1.0, 1.01])
     >>> fit = reference_gap_fit(N, gaps, 4096)

@@ -75,7 +75,7 @@ class EnergyBalance(NamedTuple):
 
     Examples
     --------
-    >>> from mfattn.longtime import EnergyBalance
+    >>> from mfattn.analysis.longtime import EnergyBalance
     >>> b = EnergyBalance(drop=0.5, integral=0.49, residual=0.01)
     >>> round(b.relative, 6)
     0.02
@@ -128,9 +128,9 @@ def energy_balance(times, risk, dissipation, zeta=1.0) -> EnergyBalance:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.dynamics import reference_flow
-    >>> from mfattn.longtime import energy_balance
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.dynamics import reference_flow
+    >>> from mfattn.analysis.longtime import energy_balance
+    >>> from mfattn.models.tasks import example
     >>> model, data, _, _ = example()
     >>> w0 = torch.randn(5, model.d_omega, generator=torch.Generator().manual_seed(0),
     ...                  dtype=torch.float64)
@@ -203,7 +203,7 @@ def resolved_until(times, risk, dissipation, zeta=1.0, rtol: float = 1e-2) -> fl
     dissipation says is not:
 
     >>> import numpy as np
-    >>> from mfattn.longtime import resolved_until
+    >>> from mfattn.analysis.longtime import resolved_until
     >>> t = np.linspace(0.0, 4.0, 401)
     >>> E, I = 1 + np.exp(-2 * t), np.exp(-2 * t)  # -dE/dt = 2 exp(-2t) = 2 I
     >>> resolved_until(t, E, I)
@@ -258,7 +258,7 @@ class KLFit(NamedTuple):
     Examples
     --------
     >>> import numpy as np
-    >>> from mfattn.longtime import kl_fit
+    >>> from mfattn.analysis.longtime import kl_fit
     >>> G = np.geomspace(1.0, 1e-3, 20)
     >>> fit = kl_fit(0.5 + G, 4.0 * G**1.2, E_inf=0.5)
     >>> round(float(fit.theta), 6), round(fit.c_kl, 6), fit.fitted, fit.n
@@ -294,7 +294,7 @@ class KLFit(NamedTuple):
         --------
         >>> import numpy as np
         >>> import torch
-        >>> from mfattn.longtime import kl_fit
+        >>> from mfattn.analysis.longtime import kl_fit
         >>> G = np.geomspace(1.0, 1e-3, 20)
         >>> noise = torch.randn(20, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         >>> fit = kl_fit(0.5 + G, 4.0 * G**1.2 * np.exp(0.01 * noise.numpy()), E_inf=0.5)
@@ -367,7 +367,7 @@ def kl_fit(risk, dissipation, *, E_inf: float | None = None, level: float = 0.95
     --------
     >>> import numpy as np
     >>> import torch
-    >>> from mfattn.longtime import kl_fit
+    >>> from mfattn.analysis.longtime import kl_fit
     >>> G = np.geomspace(1.0, 1e-3, 20)
     >>> noise = torch.randn(20, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     >>> fit = kl_fit(0.5 + G, 4.0 * G**1.2 * np.exp(0.01 * noise.numpy()))
@@ -453,7 +453,7 @@ def local_exponents(risk, dissipation, E_inf: float) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from mfattn.longtime import local_exponents
+    >>> from mfattn.analysis.longtime import local_exponents
     >>> G = np.geomspace(1.0, 1e-3, 20)
     >>> theta = local_exponents(0.5 + G, 4.0 * G**1.2, E_inf=0.5)
     >>> theta.shape, bool(np.allclose(theta, 0.6))
@@ -490,7 +490,7 @@ def kl_constant(risk, dissipation, E_inf: float, theta: float) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> from mfattn.longtime import kl_constant
+    >>> from mfattn.analysis.longtime import kl_constant
     >>> G = np.geomspace(1.0, 1e-3, 20)
     >>> round(kl_constant(0.5 + G, 4.0 * G**1.2, E_inf=0.5, theta=0.6), 6)
     2.0
@@ -528,7 +528,7 @@ def kl_bound(G0: float, c_kl: float, theta: float, zeta_integral) -> np.ndarray:
 
     Examples
     --------
-    >>> from mfattn.longtime import kl_bound
+    >>> from mfattn.analysis.longtime import kl_bound
     >>> kl_bound(1.0, 1.0, 0.75, [0.0, 1.0, 3.0]).tolist()
     [1.0, 0.25, 0.0625]
     >>> [round(float(v), 4) for v in kl_bound(1.0, 1.0, 0.5, [0.0, 1.0])]
@@ -567,9 +567,9 @@ class InwardCheck(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.longtime import inward_products
-    >>> from mfattn.static import Ball
-    >>> from mfattn.tasks import example
+    >>> from mfattn.analysis.longtime import inward_products
+    >>> from mfattn.analysis.static import Ball
+    >>> from mfattn.models.tasks import example
     >>> model, data, _, _ = example()
     >>> heads = torch.randn(5, model.d_omega, generator=torch.Generator().manual_seed(0),
     ...                     dtype=torch.float64)
@@ -631,9 +631,9 @@ def inward_products(model: HeadModel, data: Dataset, heads, weights, ball: Ball,
     The product is odd under the sign flip of the ``W_V`` block, for a ball centred at the origin:
 
     >>> import torch
-    >>> from mfattn.longtime import inward_products
-    >>> from mfattn.static import Ball
-    >>> from mfattn.tasks import example
+    >>> from mfattn.analysis.longtime import inward_products
+    >>> from mfattn.analysis.static import Ball
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, _ = example()
     >>> chk = inward_products(model, data, heads, None, Ball(3.0), n_points=4,
     ...                       generator=torch.Generator().manual_seed(1))

@@ -53,8 +53,8 @@ def parametrised(model: HeadModel, N: int, parametrisation: str, step: float) ->
 
     Examples
     --------
-    >>> from mfattn.scaling import parametrised
-    >>> from mfattn.tasks import example
+    >>> from mfattn.analysis.scaling import parametrised
+    >>> from mfattn.models.tasks import example
     >>> model = example().model
     >>> sp, h = parametrised(model, 16, "standard", 0.5)
     >>> float(sp.W_out[0, 0] / model.W_out[0, 0]), h
@@ -101,8 +101,8 @@ def coordinate_check(model: HeadModel, data, heads0: torch.Tensor, *, step: floa
 
     Examples
     --------
-    >>> from mfattn.scaling import coordinate_check
-    >>> from mfattn.tasks import example
+    >>> from mfattn.analysis.scaling import coordinate_check
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, _ = example()
     >>> c = coordinate_check(model, data, heads, step=0.1, steps=2)
     >>> c["logits"].shape, c["gradient"].shape, float(c["displacement"][0])
@@ -151,8 +151,8 @@ def tail_share(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, fraction:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.scaling import tail_share
-    >>> from mfattn.tasks import example
+    >>> from mfattn.analysis.scaling import tail_share
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, _ = example()
     >>> round(tail_share(model, data.X, heads[:1].repeat(10, 1), fraction=0.2), 12)  # identical heads
     0.2

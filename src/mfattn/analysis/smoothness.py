@@ -37,7 +37,7 @@ class DerivativeSup(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.smoothness import DerivativeSup
+    >>> from mfattn.analysis.smoothness import DerivativeSup
     >>> est = DerivativeSup(torch.tensor([1.0, 2.0]), torch.zeros(2, 4))
     >>> est.radii.shape, est.sup.shape
     (torch.Size([2]), torch.Size([2, 4]))
@@ -108,8 +108,8 @@ def feature_derivative_sup(
     Examples
     --------
     >>> import torch
-    >>> from mfattn.smoothness import feature_derivative_sup
-    >>> from mfattn.tasks import example
+    >>> from mfattn.analysis.smoothness import feature_derivative_sup
+    >>> from mfattn.models.tasks import example
     >>> model, data, _, _ = example()
     >>> est = feature_derivative_sup(model, data.X, [1.0, 2.0], n_points=2,
     ...                              n_directions=2, max_order=2,
@@ -119,7 +119,7 @@ def feature_derivative_sup(
     >>> bool(est.sup[1, 0] > est.sup[0, 0])  # the features grow with the radius
     True
     """
-    require_heads(model, "this smoothness constant (mfattn.smoothness)")
+    require_heads(model, "this smoothness constant (mfattn.analysis.smoothness)")
     X = model.check_X(X)
     radii = torch.as_tensor(radii, dtype=torch.float64)
     if radii.ndim != 1 or radii.numel() < 1 or not bool((radii > 0).all()) or not bool(torch.isfinite(radii).all()):
@@ -169,7 +169,7 @@ class DerivativeMax(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.smoothness import DerivativeMax
+    >>> from mfattn.analysis.smoothness import DerivativeMax
     >>> est = DerivativeMax(torch.ones(2), torch.zeros(2, 24), torch.zeros(2, 4, 3), torch.zeros(2, 24))
     >>> est.value.shape, est.X.shape
     (torch.Size([2]), torch.Size([2, 4, 3]))
@@ -212,9 +212,9 @@ def pad_heads(heads: torch.Tensor, d_k: int, d_x: int) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.model import HeadModel
-    >>> from mfattn.smoothness import pad_heads
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.model import HeadModel
+    >>> from mfattn.analysis.smoothness import pad_heads
+    >>> from mfattn.models.tasks import example
     >>> small, data, h, _ = example()  # d_x0 = 3
     >>> big = HeadModel(torch.nn.functional.pad(small.W_out, (0, 0, 0, 2)), d_k=2)  # d_x = 5
     >>> H = pad_heads(h, d_k=2, d_x=5)
@@ -319,8 +319,8 @@ def feature_derivative_max(
     Examples
     --------
     >>> import torch
-    >>> from mfattn.model import HeadModel
-    >>> from mfattn.smoothness import feature_derivative_max
+    >>> from mfattn.models.model import HeadModel
+    >>> from mfattn.analysis.smoothness import feature_derivative_max
     >>> model = HeadModel(torch.eye(3, 4, dtype=torch.float64), d_k=2)
     >>> best = feature_derivative_max(model, 0, L=3, x_norm=2.0, radius=2.0, n_starts=2, n_steps=200,
     ...                               generator=torch.Generator().manual_seed(0), progress=False)
@@ -329,7 +329,7 @@ def feature_derivative_max(
     >>> round(float(best.value.max()), 2)  # the supremum M_X M_omega^2 / 2 for m = 0
     4.0
     """
-    require_heads(model, "this smoothness constant (mfattn.smoothness)")
+    require_heads(model, "this smoothness constant (mfattn.analysis.smoothness)")
     if model.dtype != torch.float64:
         raise ValueError(f"model: expected float64, got {model.dtype}")
     check_positive(order, "order", integer=True, allow_zero=True)

@@ -73,7 +73,7 @@ __all__ = [
 
 
 def _check_model(model) -> HeadModel:
-    return require_heads(model, "this stability tool (mfattn.stability)")
+    return require_heads(model, "this stability tool (mfattn.analysis.stability)")
 
 
 def _vec(model: HeadModel, v, name: str) -> torch.Tensor:
@@ -120,10 +120,10 @@ def group_action(model: HeadModel, omega: torch.Tensor, G: torch.Tensor, M: torc
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, _ = example()
     >>> omega = heads[0]
-    >>> from mfattn.stability import group_action
+    >>> from mfattn.analysis.stability import group_action
     >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
     >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
     >>> moved = group_action(model, omega, G, M)
@@ -173,10 +173,10 @@ def orbit_generators(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, heads, _ = example()
     >>> omega = heads[0]
-    >>> from mfattn.stability import orbit_generators
+    >>> from mfattn.analysis.stability import orbit_generators
     >>> gens = orbit_generators(model, omega)
     >>> gens.shape
     torch.Size([8, 24])
@@ -218,10 +218,10 @@ def dilation_direction(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, _ = example()
     >>> omega = heads[0]
-    >>> from mfattn.stability import dilation_direction
+    >>> from mfattn.analysis.stability import dilation_direction
     >>> d = dilation_direction(model, omega)
     >>> X = data.X
     >>> psi = model.features(X, omega[None])
@@ -264,10 +264,10 @@ def canonical_point(model: HeadModel, omega: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, heads, _ = example()
     >>> omega = heads[0]
-    >>> from mfattn.stability import canonical_point, group_action
+    >>> from mfattn.analysis.stability import canonical_point, group_action
     >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
     >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
     >>> c = canonical_point(model, omega)
@@ -313,7 +313,7 @@ def canonical_sign(v: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.stability import canonical_sign
+    >>> from mfattn.analysis.stability import canonical_sign
     >>> canonical_sign(torch.tensor([0.5, -2.0, 1.0]))
     tensor([-0.5000,  2.0000, -1.0000])
     """
@@ -348,10 +348,10 @@ def named_tangent(model: HeadModel, omega: torch.Tensor, a: int = 0, b: int = 0)
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, heads, _ = example()
     >>> omega = heads[0]
-    >>> from mfattn.stability import named_tangent, orbit_tangent
+    >>> from mfattn.analysis.stability import named_tangent, orbit_tangent
     >>> t = named_tangent(model, omega, a=0, b=1)
     >>> t.shape, round(float(t.norm()), 6)
     (torch.Size([24]), 1.0)
@@ -384,10 +384,10 @@ class OrbitTangent(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, heads, _ = example()
     >>> omega = heads[0]
-    >>> from mfattn.stability import orbit_tangent
+    >>> from mfattn.analysis.stability import orbit_tangent
     >>> tangent = orbit_tangent(model, omega)
     >>> tangent.dim, tangent.basis.shape, tangent.complement.shape
     (8, torch.Size([8, 24]), torch.Size([16, 24]))
@@ -433,10 +433,10 @@ def orbit_tangent(model: HeadModel, omega: torch.Tensor, *, rtol: float = 1e-10)
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, heads, _ = example()
     >>> omega = heads[0]
-    >>> from mfattn.stability import orbit_tangent
+    >>> from mfattn.analysis.stability import orbit_tangent
     >>> orbit_tangent(model, omega).dim  # 2 d_k^2
     8
     >>> orbit_tangent(model, torch.zeros_like(omega)).dim
@@ -466,7 +466,7 @@ def spectrum(H: torch.Tensor, complement: torch.Tensor | None = None) -> torch.T
     Examples
     --------
     >>> import torch
-    >>> from mfattn.stability import spectrum
+    >>> from mfattn.analysis.stability import spectrum
     >>> H = torch.diag(torch.tensor([3.0, -1.0, 2.0], dtype=torch.float64))
     >>> spectrum(H)
     tensor([-1.,  2.,  3.], dtype=torch.float64)
@@ -508,7 +508,7 @@ def inertia(eigenvalues: torch.Tensor, scale: float, rtol: float = 1e-9) -> tupl
     Examples
     --------
     >>> import torch
-    >>> from mfattn.stability import inertia
+    >>> from mfattn.analysis.stability import inertia
     >>> inertia(torch.tensor([-2.0, 1e-14, 0.0, 3.0], dtype=torch.float64), 3.0)
     (1, 2, 1)
     """
@@ -541,7 +541,7 @@ def lowest_direction(H: torch.Tensor, *, generator: torch.Generator, rtol: float
     Examples
     --------
     >>> import torch
-    >>> from mfattn.stability import lowest_direction
+    >>> from mfattn.analysis.stability import lowest_direction
     >>> H = torch.diag(torch.tensor([-1.0, -1.0, 2.0], dtype=torch.float64))
     >>> u, lam = lowest_direction(H, generator=torch.Generator().manual_seed(0))
     >>> lam, round(float(u.norm()), 12), float(u[2])
@@ -589,10 +589,10 @@ def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tens
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, h, _ = example()
     >>> omega = h[0]
-    >>> from mfattn.stability import group_action, orbit_distance
+    >>> from mfattn.analysis.stability import group_action, orbit_distance
     >>> G = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
     >>> M = torch.tensor([[1.0, 0.0], [3.0, 0.5]], dtype=torch.float64)
     >>> heads = torch.stack([group_action(model, omega, G, M), omega + 0.1])
@@ -692,8 +692,8 @@ class DiracPoint(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import analyse_dirac
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac
     >>> model, data, _, _ = example()
     >>> point = analyse_dirac(model, data, torch.zeros(24, dtype=torch.float64))
     >>> point.grad_norm, round(point.risk, 4), point.tangent.dim  # omega = 0: stationary, risk log 4
@@ -732,8 +732,8 @@ class DiracPoint(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
-        >>> from mfattn.stability import analyse_dirac
+        >>> from mfattn.models.tasks import example
+        >>> from mfattn.analysis.stability import analyse_dirac
         >>> model, data, _, _ = example()
         >>> point = analyse_dirac(model, data, torch.zeros(24, dtype=torch.float64))
         >>> point.null_dim("H0"), point.null_dim("H_tr")  # at omega = 0: the W_Q, W_K block, 2 d_x d_k
@@ -769,8 +769,8 @@ def analyse_dirac(model: HeadModel, data: Dataset, omega: torch.Tensor, *, rtol:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import analyse_dirac
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac
     >>> model, data, _, _ = example()
     >>> point = analyse_dirac(model, data, torch.zeros(24, dtype=torch.float64))
     >>> point.H0.shape, point.eig_H0_perp.shape
@@ -830,8 +830,8 @@ def single_head_minimum(model: HeadModel, data: Dataset, *, generator: torch.Gen
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import canonical_point, single_head_minimum
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import canonical_point, single_head_minimum
     >>> model, data, _, _ = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> omega, risks = single_head_minimum(model, data, generator=g, n_starts=1, max_iter=5,
@@ -889,8 +889,8 @@ def uniform_attention_point(model: HeadModel, data: Dataset, *, generator: torch
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import analyse_dirac, uniform_attention_point
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, uniform_attention_point
     >>> model, data, _, _ = example()
     >>> omega, _ = uniform_attention_point(model, data, generator=torch.Generator().manual_seed(0),
     ...                                    n_starts=1)
@@ -981,8 +981,8 @@ def lifted_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor) -> torc
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import lifted_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import lifted_hessian
     >>> model, data, heads, _ = example()
     >>> HL = lifted_hessian(model, data, heads[:1])  # one state: the Hessian of the single-head risk, H_tr
     >>> bool(torch.allclose(HL, model.translation_hessian(data, heads[0])))
@@ -1030,8 +1030,8 @@ def lifted_monotonicity(model: HeadModel, data: Dataset, a: torch.Tensor, b: tor
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import lifted_monotonicity, zero_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import lifted_monotonicity, zero_hessian
     >>> model, data, _, _ = example()
     >>> zh = zero_hessian(model, data)  # at the saddle 0, along its lowest direction: -sigma_1(C)
     >>> q = lifted_monotonicity(model, data, 1e-4 * zh.v_min[None], torch.zeros(1, model.d_omega, dtype=torch.float64))
@@ -1071,8 +1071,8 @@ class ZeroHessian(NamedTuple):
 
     Examples
     --------
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import zero_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import zero_hessian
     >>> model, data, _, _ = example()
     >>> zh = zero_hessian(model, data)
     >>> zh.C.shape, zh.sigma.shape, zh.eigenvalues.shape, zh.v_min.shape
@@ -1127,8 +1127,8 @@ def zero_hessian(model: HeadModel, data: Dataset, heads: torch.Tensor | None = N
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import spectrum, zero_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import spectrum, zero_hessian
     >>> model, data, _, _ = example()
     >>> zh = zero_hessian(model, data)
     >>> zero = torch.zeros(24, dtype=torch.float64)
@@ -1181,10 +1181,10 @@ def translate(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, h, _ = example()
     >>> omega = h[0]
-    >>> from mfattn.stability import dilation_direction, translate
+    >>> from mfattn.analysis.stability import dilation_direction, translate
     >>> heads = translate(model, omega, dilation_direction(model, omega), 0.1)
     >>> heads.shape, round(float((heads[0] - omega).norm()), 6)
     (torch.Size([1, 24]), 0.1)
@@ -1217,10 +1217,10 @@ def split(model: HeadModel, omega: torch.Tensor, v: torch.Tensor, eps: float) ->
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, h, _ = example()
     >>> omega = h[0]
-    >>> from mfattn.stability import named_tangent, split
+    >>> from mfattn.analysis.stability import named_tangent, split
     >>> heads = split(model, omega, named_tangent(model, omega), 0.1)
     >>> heads.shape, torch.allclose(heads.mean(0), omega)
     (torch.Size([2, 24]), True)
@@ -1255,10 +1255,10 @@ def cloud(model: HeadModel, omega: torch.Tensor, r0: float, n: int, *, generator
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, _, h, _ = example()
     >>> omega = h[0]
-    >>> from mfattn.stability import cloud
+    >>> from mfattn.analysis.stability import cloud
     >>> heads = cloud(model, omega, 0.2, 5, generator=torch.Generator().manual_seed(1))
     >>> heads.shape, bool(((heads - omega).norm(dim=1) <= 0.2).all())
     (torch.Size([5, 24]), True)
@@ -1316,8 +1316,8 @@ def monotonicity_ratio(model: HeadModel, data: Dataset, heads: torch.Tensor, ome
     :math:`\kappa \approx v^\top H_{tr} v = -\sigma_1`:
 
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import monotonicity_ratio, translate, zero_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import monotonicity_ratio, translate, zero_hessian
     >>> model, data, _, _ = example()
     >>> zh = zero_hessian(model, data)
     >>> zero = torch.zeros(24, dtype=torch.float64)
@@ -1367,8 +1367,8 @@ class PerturbationRun(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import perturbation_run, translate, zero_hessian
     >>> model, data, _, _ = example()
     >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
     >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
@@ -1400,8 +1400,8 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
-        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> from mfattn.models.tasks import example
+        >>> from mfattn.analysis.stability import perturbation_run, translate, zero_hessian
         >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
@@ -1433,13 +1433,13 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
-        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> from mfattn.models.tasks import example
+        >>> from mfattn.analysis.stability import perturbation_run, translate, zero_hessian
         >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
         >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
-        >>> from mfattn.stability import PerturbationRun
+        >>> from mfattn.analysis.stability import PerturbationRun
         >>> back = PerturbationRun.from_dict(run.as_dict())
         >>> torch.equal(back.heads, run.heads), bool((back.w2 == run.w2).all())
         (True, True)
@@ -1471,8 +1471,8 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
-        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> from mfattn.models.tasks import example
+        >>> from mfattn.analysis.stability import perturbation_run, translate, zero_hessian
         >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
@@ -1502,8 +1502,8 @@ class PerturbationRun(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
-        >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+        >>> from mfattn.models.tasks import example
+        >>> from mfattn.analysis.stability import perturbation_run, translate, zero_hessian
         >>> model, data, _, _ = example()
         >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
         >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
@@ -1555,8 +1555,8 @@ def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omeg
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import perturbation_run, translate, zero_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import perturbation_run, translate, zero_hessian
     >>> model, data, _, _ = example()
     >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
     >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
@@ -1618,7 +1618,7 @@ def predicted_rate(H: torch.Tensor, v: torch.Tensor, eps: float, zeta0: float = 
     Examples
     --------
     >>> import torch
-    >>> from mfattn.stability import predicted_rate
+    >>> from mfattn.analysis.stability import predicted_rate
     >>> H = torch.diag(torch.tensor([-1.0, 2.0], dtype=torch.float64))
     >>> v = torch.tensor([3.0, 0.0], dtype=torch.float64)
     >>> round(predicted_rate(H, v, 0.1), 6)  # -4 * 0.1**2 * (-1)
@@ -1652,7 +1652,7 @@ def initial_rate(times, values, *, points: int = 5) -> float:
 
     Examples
     --------
-    >>> from mfattn.stability import initial_rate
+    >>> from mfattn.analysis.stability import initial_rate
     >>> t = [0.0, 0.1, 0.2, 0.3, 0.4]
     >>> round(initial_rate(t, [1 + 2 * s + s * s for s in t]), 6)
     2.0
@@ -1661,8 +1661,8 @@ def initial_rate(times, values, *, points: int = 5) -> float:
     :func:`predicted_rate` says:
 
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.stability import perturbation_run, predicted_rate, translate, zero_hessian
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import perturbation_run, predicted_rate, translate, zero_hessian
     >>> model, data, _, _ = example()
     >>> zh, zero = zero_hessian(model, data), torch.zeros(model.d_omega, dtype=torch.float64)
     >>> heads0 = translate(model, zero, zh.v_min, 0.01)

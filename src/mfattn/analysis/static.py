@@ -92,7 +92,7 @@ class Ball:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.static import Ball
+    >>> from mfattn.analysis.static import Ball
     >>> ball = Ball(2.5)
     >>> x = torch.tensor([[6.0, 8.0], [0.0, 1.0]], dtype=torch.float64)
     >>> ball.norm(x).tolist(), ball.contains(x).tolist()
@@ -131,7 +131,7 @@ class Ball:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.static import Ball
+        >>> from mfattn.analysis.static import Ball
         >>> Ball(1.0).centre_for(torch.zeros(4, 3)).shape
         torch.Size([])
         >>> ball = Ball(1.0, torch.ones(3, dtype=torch.float64))
@@ -161,7 +161,7 @@ class Ball:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.static import Ball
+        >>> from mfattn.analysis.static import Ball
         >>> ball = Ball(1.0, torch.tensor([1.0, 0.0]))
         >>> ball.norm(torch.tensor([[4.0, 4.0], [1.0, 0.0]])).tolist()
         [5.0, 0.0]
@@ -185,7 +185,7 @@ class Ball:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.static import Ball
+        >>> from mfattn.analysis.static import Ball
         >>> ball = Ball(2.5)
         >>> ball.project(torch.tensor([[6.0, 8.0], [0.0, 1.0]])).tolist()
         [[1.5, 2.0], [0.0, 1.0]]
@@ -213,7 +213,7 @@ class Ball:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.static import Ball
+        >>> from mfattn.analysis.static import Ball
         >>> x = torch.tensor([[3.0, 4.0], [3.0, 4.1]])
         >>> Ball(5.0).contains(x).tolist()
         [True, False]
@@ -244,7 +244,7 @@ class Ball:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.static import Ball
+        >>> from mfattn.analysis.static import Ball
         >>> g = torch.Generator().manual_seed(0)
         >>> u = Ball(2.0).sample_sphere(5, 3, generator=g)
         >>> u.shape, u.dtype
@@ -280,16 +280,16 @@ def check_ball(ball) -> Ball:
 
     Examples
     --------
-    >>> from mfattn.static import Ball, check_ball
+    >>> from mfattn.analysis.static import Ball, check_ball
     >>> check_ball(Ball(1.0)).radius
     1.0
     >>> check_ball(1.0)
     Traceback (most recent call last):
     ...
-    ValueError: ball: expected a mfattn.static.Ball, got float
+    ValueError: ball: expected a mfattn.analysis.static.Ball, got float
     """
     if not isinstance(ball, Ball):
-        raise ValueError(f"ball: expected a mfattn.static.Ball, got {type(ball).__name__}")
+        raise ValueError(f"ball: expected a mfattn.analysis.static.Ball, got {type(ball).__name__}")
     return ball
 
 
@@ -323,8 +323,8 @@ class PhiMinimum(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import Ball, minimize_first_variation
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import Ball, minimize_first_variation
     >>> model, data, heads, w = example()  # d_omega = 4 d_x d_k = 24
     >>> g = torch.Generator().manual_seed(0)
     >>> mn = minimize_first_variation(
@@ -375,7 +375,7 @@ class PhiMinimum(NamedTuple):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.static import PhiMinimum
+        >>> from mfattn.analysis.static import PhiMinimum
         >>> values = torch.tensor([-2.0, -1.9999, -1.5, -2.0])
         >>> mn = PhiMinimum(omega=torch.zeros(3), value=-2.0,
         ...                 points=torch.zeros(4, 3), values=values,
@@ -471,8 +471,8 @@ def minimize_first_variation(
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import Ball, minimize_first_variation
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import Ball, minimize_first_variation
     >>> model, data, heads, w = example()  # d_omega = 4 d_x d_k = 24
     >>> ball = Ball(8.0)
     >>> g = torch.Generator().manual_seed(0)
@@ -541,9 +541,9 @@ class Certificate(NamedTuple):
     optimal risk:
 
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.models.tasks import teacher_task
     >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> from mfattn.static import Ball, certificate
+    >>> from mfattn.analysis.static import Ball, certificate
     >>> g = torch.Generator().manual_seed(0)
     >>> c = certificate(
     ...     T.model, T.data, T.teacher_heads, T.teacher_weights, Ball(8.0),
@@ -612,8 +612,8 @@ def certificate(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, 
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import Ball, certificate
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import Ball, certificate
     >>> model, data, heads, w = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> c = certificate(model, data, heads, w, Ball(8.0),
@@ -743,8 +743,8 @@ class MeanFieldOptimum:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import Ball, mean_field_optimum
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import Ball, mean_field_optimum
     >>> model, data, _, _ = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> opt = mean_field_optimum(
@@ -879,9 +879,9 @@ def mean_field_optimum(
     One outer iteration with tiny searches (the chapters use the defaults):
 
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.models.tasks import teacher_task
     >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> from mfattn.static import Ball, mean_field_optimum
+    >>> from mfattn.analysis.static import Ball, mean_field_optimum
     >>> g = torch.Generator().manual_seed(0)
     >>> opt = mean_field_optimum(
     ...     T.model, T.data, Ball(8.0), generator=g, n_atoms0=2,
@@ -1003,8 +1003,8 @@ def consolidate(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, weights:
     atom, consolidate to one atom:
 
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import consolidate
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import consolidate
     >>> model, data, drawn, _ = example()
     >>> h = drawn[:1]
     >>> W_Q, W_K, W_V, W_O = model.unpack(h)
@@ -1063,8 +1063,8 @@ class FiniteOptimum(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import Ball, finite_head_optimum
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import Ball, finite_head_optimum
     >>> model, data, heads, _ = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> fo = finite_head_optimum(
@@ -1167,9 +1167,9 @@ def finite_head_optimum(
     From the teacher's own heads, the best value is the optimal risk:
 
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.models.tasks import teacher_task
     >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> from mfattn.static import Ball, finite_head_optimum
+    >>> from mfattn.analysis.static import Ball, finite_head_optimum
     >>> g = torch.Generator().manual_seed(0)
     >>> fo = finite_head_optimum(
     ...     T.model, T.data, 3, Ball(8.0), generator=g, n_random=1,
@@ -1240,7 +1240,7 @@ def round_measure(heads: torch.Tensor, weights: torch.Tensor, N: int) -> torch.T
     Examples
     --------
     >>> import torch
-    >>> from mfattn.static import round_measure
+    >>> from mfattn.analysis.static import round_measure
     >>> heads = torch.eye(3, dtype=torch.float64)
     >>> weights = torch.tensor([0.5, 0.35, 0.15], dtype=torch.float64)
     >>> H = round_measure(heads, weights, 4)  # N w = (2, 1.4, 0.6)
@@ -1281,7 +1281,7 @@ def sample_measure(heads: torch.Tensor, weights: torch.Tensor | None, N: int, *,
     Examples
     --------
     >>> import torch
-    >>> from mfattn.static import sample_measure
+    >>> from mfattn.analysis.static import sample_measure
     >>> heads = torch.eye(3, dtype=torch.float64)
     >>> g = torch.Generator().manual_seed(0)
     >>> H = sample_measure(heads, None, 5, generator=g)
@@ -1355,9 +1355,9 @@ def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_dr
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.models.tasks import teacher_task
     >>> T = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
-    >>> from mfattn.static import iid_construction
+    >>> from mfattn.analysis.static import iid_construction
     >>> g = torch.Generator().manual_seed(0)
     >>> out = iid_construction(
     ...     T.model, T.data, T.teacher_heads, T.teacher_weights, [2, 4],
@@ -1370,7 +1370,7 @@ def iid_construction(model: ParticleModel, data, heads, weights, N_grid, *, n_dr
     True
     """
     if not isinstance(model, ParticleModel):
-        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
+        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.models.particles.ParticleModel")
     data = model.check_data(data)
     heads, weights = model.check_measure(heads, weights)
     check_positive(n_draws, "n_draws", integer=True)
@@ -1441,15 +1441,15 @@ def iid_gap_coefficient(model: ParticleModel, data, heads, weights=None) -> floa
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import iid_gap_coefficient
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import iid_gap_coefficient
     >>> model, data, heads, w = example()
     >>> c = iid_gap_coefficient(model, data, heads, w)
     >>> isinstance(c, float), c > 0
     (True, True)
     """
     if not isinstance(model, ParticleModel):
-        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
+        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.models.particles.ParticleModel")
     data = model.check_data(data)
     heads, weights = model.check_measure(heads, weights)
     Psi = model.features(data.X, heads)
@@ -1496,8 +1496,8 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tasks import example
-    >>> from mfattn.static import Ball, feature_sup
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.static import Ball, feature_sup
     >>> model, data, heads, _ = example()
     >>> g = torch.Generator().manual_seed(0)
     >>> B = feature_sup(model, data.X, Ball(8.0), generator=g,
@@ -1581,8 +1581,8 @@ def minimize(model: HeadModel, data: Dataset, ball: Ball, *, method: str, **opti
     Examples
     --------
     >>> import torch
-    >>> from mfattn.static import Ball, minimize
-    >>> from mfattn.tasks import example
+    >>> from mfattn.analysis.static import Ball, minimize
+    >>> from mfattn.models.tasks import example
     >>> model, data, _, _ = example()
     >>> best = minimize(model, data, Ball(1.0), method="finite-heads", N=2,
     ...                 generator=torch.Generator().manual_seed(0), n_random=1, iters=20)

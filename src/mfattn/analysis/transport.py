@@ -51,7 +51,7 @@ def wasserstein(a: torch.Tensor, b: torch.Tensor, *, p: int = 2, exact_max: int 
     Examples
     --------
     >>> import torch
-    >>> from mfattn.transport import wasserstein
+    >>> from mfattn.analysis.transport import wasserstein
     >>> a = torch.zeros(4, 2, dtype=torch.float64)
     >>> b = a + torch.tensor([3.0, 4.0], dtype=torch.float64)
     >>> round(wasserstein(a, b), 6), round(wasserstein(a, b, p=1), 6)
@@ -99,7 +99,7 @@ def lipschitz_discrepancy(heads: torch.Tensor, reference: torch.Tensor, directio
     Examples
     --------
     >>> import torch
-    >>> from mfattn.transport import lipschitz_discrepancy
+    >>> from mfattn.analysis.transport import lipschitz_discrepancy
     >>> heads = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     >>> reference = torch.zeros(3, 2)
     >>> lipschitz_discrepancy(heads, reference, directions=torch.eye(2), centers=torch.zeros(1, 2))

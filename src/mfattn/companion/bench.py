@@ -49,7 +49,7 @@ from ..models import fused as _fused
 from ..models.model import HeadModel
 from .roofline import machine
 
-__all__ = ["flop_count", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
+__all__ = ["flop_count", "time_call", "device_peaks", "problem", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
            "run_tokens", "main"]
 
 IMPLS = ("fused", "engine", "naive", "loop")
@@ -126,7 +126,7 @@ def compile_time() -> dict:
     dict
         ``{"cold_s": float, "cached_s": float}``, seconds from the first call to both kernels ready.
     """
-    code = "from mfattn import fused; print(fused.compile_seconds()['seconds'])"
+    code = "from mfattn.models import fused; print(fused.compile_seconds()['seconds'])"
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "NUMBA_CACHE_DIR": d}
         run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -156,9 +156,47 @@ def _sync(device):
 UNSTEADY = 0.2
 
 
-def _time(fn, device, repeats: int, warmup: int = 1, spread: list | None = None) -> float:
-    """The median wall time of ``repeats`` calls; the calls' relative spread (interquartile range
-    over the median, 0 for fewer than 3 calls) is appended to ``spread`` when given."""
+def time_call(fn, device, repeats: int, warmup: int = 1, spread: list | None = None) -> float:
+    """The median wall time of ``repeats`` calls of ``fn``, after ``warmup`` calls, the device
+    synchronised around each (a CUDA call is timed to its end, not to its launch).
+
+    Parameters
+    ----------
+    fn : callable
+        Called with no argument.
+    device : torch.device
+        Where ``fn`` runs.
+    repeats : int
+        Timed calls, positive.
+    warmup : int, default 1
+        Untimed calls first (compilation, caches).
+    spread : list, optional
+        When given, the calls' relative spread (interquartile range over the median, 0 for fewer
+        than 3 calls) is appended to it.
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Raises
+    ------
+    ValueError
+        Naming ``repeats`` or ``warmup`` when invalid.
+
+    Examples
+    --------
+    >>> import time, torch
+    >>> from mfattn.companion.bench import time_call
+    >>> spread = []
+    >>> t = time_call(lambda: time.sleep(0.002), torch.device("cpu"), 3, spread=spread)
+    >>> 0.002 <= t < 0.5, len(spread)
+    (True, 1)
+    """
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"repeats: expected a positive integer, got {repeats!r}")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ValueError(f"warmup: expected an integer >= 0, got {warmup!r}")
     for _ in range(warmup):
         fn()
     _sync(device)
@@ -203,18 +241,70 @@ def _peak_memory(fn, device) -> int | None:
         return None
 
 
-def _device_peaks(device, dtype) -> dict:
-    """Matrix-product FLOP/s and copy bandwidth measured now, on this device (the run's own roofline)."""
+def device_peaks(device, dtype) -> dict:
+    """Matrix-product FLOP/s and copy bandwidth measured now, on this device: the run's own roofline.
+
+    Parameters
+    ----------
+    device : torch.device
+        The device measured (a CUDA device multiplies two 8192 x 8192 matrices and copies 1 GiB; the
+        CPU 1024 x 1024 and 64 MiB).
+    dtype : torch.dtype
+        The matrices' dtype.
+
+    Returns
+    -------
+    dict
+        ``matmul_flops`` (FLOP/s), ``matmul_size`` (the matrices' side), ``copy_bytes_per_s``
+        (bytes read and written per second by a copy).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.companion.bench import device_peaks
+    >>> pk = device_peaks(torch.device("cpu"), torch.float32)
+    >>> pk["matmul_size"], pk["matmul_flops"] > 1e8, pk["copy_bytes_per_s"] > 1e8
+    (1024, True, True)
+    """
     n = 8192 if device.type == "cuda" else 1024
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    t = _time(lambda: a @ b, device, 5)
+    t = time_call(lambda: a @ b, device, 5)
     x = torch.empty(1 << (28 if device.type == "cuda" else 24), device=device, dtype=torch.float32)
-    tc = _time(lambda: x.clone(), device, 5)
+    tc = time_call(lambda: x.clone(), device, 5)
     return {"matmul_flops": 2 * n**3 / t, "matmul_size": n, "copy_bytes_per_s": 2 * x.numel() * 4 / tc}
 
 
-def _problem(task: str, n_data: int, L: int, d_x: int, d_k: int, dtype, device, seed=0):
+def problem(task: str, n_data: int, L: int, d_x: int, d_k: int, dtype, device, seed=0):
+    """The benchmark's problem: the task ``task`` (:func:`mfattn.models.tasks.make_task`) at the given
+    sizes; the teacher task takes ``L``, ``d_x`` and ``d_k``, the others their own.
+
+    Parameters
+    ----------
+    task : str
+        A task of :func:`~mfattn.models.tasks.make_task` (``"teacher"``, ``"markov"``, ``"text"``).
+    n_data, L, d_x, d_k : int
+        Sequences, their length, the token and key dimensions.
+    dtype : torch.dtype
+        The model's dtype.
+    device : torch.device or str
+        The model's device.
+    seed : int, default 0
+        The task's seed.
+
+    Returns
+    -------
+    Task
+        As :func:`~mfattn.models.tasks.make_task` returns it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.companion.bench import problem
+    >>> tk = problem("teacher", 8, 4, 3, 2, torch.float64, "cpu")
+    >>> tk.data.n, tk.data.L, tk.model.d_omega
+    (8, 4, 24)
+    """
     from ..models.tasks import make_task
 
     kw = dict(n=n_data, seed=seed, dtype=dtype, device=device)
@@ -231,7 +321,7 @@ def run_benchmark(
     """Run the benchmark; returns the results as a JSON-ready dict (see the module docstring)."""
     dev = torch.device(device)
     dt = getattr(torch, dtype)
-    tk = _problem(task, n_data, L, d_x, d_k, dt, dev, seed)
+    tk = problem(task, n_data, L, d_x, d_k, dt, dev, seed)
     model, X, Y = tk.model, tk.data.X, tk.data.Y
     n, L = X.shape[0], X.shape[1]
     if naive_max_bytes is None:  # the naive pass keeps about 8 (N, B, L, L) tensors for autograd
@@ -244,7 +334,7 @@ def run_benchmark(
     load0 = os.getloadavg()[0]
     out = {"machine": machine(dev), "device": str(dev), "dtype": dtype, "task": task, "n_data": n, "L": L,
            "d_x": model.d_x, "d_k": model.d_k, "d_v": model.d_v, "repeats": repeats,
-           "flops_per_head_sample": flops, "peaks": _device_peaks(dev, dt), "rows": [], "budgets": []}
+           "flops_per_head_sample": flops, "peaks": device_peaks(dev, dt), "rows": [], "budgets": []}
     # the best path on this device is the reference of every row: the fused pass on a CPU
     best = "fused" if dev.type == "cpu" and _fused.available() else "engine"
     impls = [i for i in IMPLS if i != "fused" or best == "fused"]
@@ -270,8 +360,8 @@ def run_benchmark(
             gr = grad(model, X, Y, heads, w)
             row[f"{impl}_agree"] = float((gr - ref).abs().max()) / scale  # relative to the largest entry
             sp = []
-            row[f"{impl}_grad_s"] = _time(lambda: grad(model, X, Y, heads, w), dev, repeats, spread=sp)
-            row[f"{impl}_sgd_s"] = _time(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats, spread=sp)
+            row[f"{impl}_grad_s"] = time_call(lambda: grad(model, X, Y, heads, w), dev, repeats, spread=sp)
+            row[f"{impl}_sgd_s"] = time_call(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats, spread=sp)
             row[f"{impl}_grad_spread"], row[f"{impl}_sgd_spread"] = sp
             if memory:
                 row[f"{impl}_grad_mem"] = _peak_memory(lambda: grad(model, X, Y, heads, w), dev)
@@ -293,7 +383,7 @@ def run_benchmark(
     w = torch.full((N,), 1.0 / N, dtype=dt, device=dev)
     for b in budgets:
         m = HeadModel(model.W_out, model.d_k, memory_budget=int(b), fused=False)
-        out["budgets"].append({"N": N, "budget": int(b), "grad_s": _time(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)})
+        out["budgets"].append({"N": N, "budget": int(b), "grad_s": time_call(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)})
     out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]  # 1-minute load average, before and after
     if profile:
         heads = (0.5 * torch.randn(profile, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
@@ -506,9 +596,9 @@ def run_tokens(repeats: int = 15) -> dict:
         if not err < 1e-12:
             raise RuntimeError(f"token sums: the fused and torch paths differ by {err:.2e} at {(B, n, d)}")
         spread = []
-        t_f = _time(lambda: _fused.token_sums(X, s.beta), cpu, repeats, spread=spread)
-        t_t = _time(stored, cpu, repeats, spread=spread)
-        t_s = _time(lambda: tk.step(X, s, 0.1), cpu, repeats, spread=spread)
+        t_f = time_call(lambda: _fused.token_sums(X, s.beta), cpu, repeats, spread=spread)
+        t_t = time_call(stored, cpu, repeats, spread=spread)
+        t_s = time_call(lambda: tk.step(X, s, 0.1), cpu, repeats, spread=spread)
         rows.append(dict(B=B, n=n, d=d, fused_s=t_f, torch_s=t_t, step_s=t_s, spread=max(spread),
                          pair_rate=B * n * n / t_f))
     return {"kind": "tokens", "dtype": "float64", "threads": torch.get_num_threads(), "machine": machine(cpu),

@@ -44,7 +44,7 @@ def resolve_profile(profiles: dict, profile: str, **overrides) -> SimpleNamespac
 
     Examples
     --------
-    >>> from mfattn.book import resolve_profile
+    >>> from mfattn.companion.book import resolve_profile
     >>> profiles = {"ci": {"n": 64, "T": 1.0}, "paper": {"n": 4096, "T": 20.0}}
     >>> resolve_profile(profiles, "ci", n=None, T=2.0)
     namespace(profile='ci', n=64, T=2.0)
@@ -80,7 +80,7 @@ def pick_device(device: str = "auto") -> torch.device:
 
     Examples
     --------
-    >>> from mfattn.book import pick_device
+    >>> from mfattn.companion.book import pick_device
     >>> pick_device("cpu")
     device(type='cpu')
     >>> pick_device().type in ("cpu", "cuda")
@@ -126,7 +126,7 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
 
     Examples
     --------
-    >>> from mfattn.book import setup
+    >>> from mfattn.companion.book import setup
     >>> cfg = setup("07", {"profile": "ci", "device": "cpu", "seed": 3, "n_seeds": 2})  # doctest: +ELLIPSIS
     parameters (this run, then each profile's value):
     ...

@@ -8,10 +8,8 @@ matter, each with its value in every profile and what it means::
     mfattn-parameters:
       T: {ci: 1.0, paper: 2.0, help: horizon of the dynamics}
 
-and :func:`mfattn.companion.book.setup` reads the same table when the chapter runs. (A chapter not
-yet moved to the front matter keeps its parameters at ``None`` in the cell and a ``PROFILES`` table in
-a code cell, read here with ``ast`` and ``tokenize``.) This module reads both without executing the
-chapter, for
+and :func:`mfattn.companion.book.setup` reads the same table when the chapter runs. This module
+reads the cell (with ``ast`` and ``tokenize``) and the table without executing the chapter, for
 ``python -m mfattn params CHAPTER``, for the parameter table each chapter shows, and for
 :func:`check_values`, which ``python -m mfattn run`` calls before it starts a kernel. It also finds
 the checkout and its chapters (:func:`repo_root`, :func:`find_chapter`) for the command line, the
@@ -48,7 +46,7 @@ def repo_root() -> Path:
 
     Examples
     --------
-    >>> from mfattn.chapters import repo_root
+    >>> from mfattn.companion.chapters import repo_root
     >>> (repo_root() / "_toc.yml").is_file()
     True
     """
@@ -73,7 +71,7 @@ def chapters(root: Path) -> list[str]:
 
     Examples
     --------
-    >>> from mfattn.chapters import chapters, repo_root
+    >>> from mfattn.companion.chapters import chapters, repo_root
     >>> chapters(repo_root())[0]
     '01-preliminaries'
     """
@@ -110,7 +108,7 @@ def find_chapter(root: Path, name: str) -> Path:
 
     Examples
     --------
-    >>> from mfattn.chapters import find_chapter, repo_root
+    >>> from mfattn.companion.chapters import find_chapter, repo_root
     >>> find_chapter(repo_root(), "07").name
     '07-two-layer-baseline.md'
     """
@@ -133,7 +131,7 @@ def strip_papermill(nb) -> None:
     Examples
     --------
     >>> import nbformat
-    >>> from mfattn.chapters import strip_papermill
+    >>> from mfattn.companion.chapters import strip_papermill
     >>> nb = nbformat.v4.new_notebook(metadata={"papermill": {"duration": 1.0}})
     >>> nb.cells.append(nbformat.v4.new_code_cell("1", metadata={"papermill": {}, "execution": {}, "tags": []}))
     >>> strip_papermill(nb)
@@ -161,7 +159,7 @@ class Parameter:
 
     Examples
     --------
-    >>> from mfattn.chapters import Parameter
+    >>> from mfattn.companion.chapters import Parameter
     >>> p = Parameter("seed", 0, "seeds every random draw of the chapter")
     >>> p.name, p.default
     ('seed', 0)
@@ -200,7 +198,7 @@ def chapter_cells(path: Path):
 
 def declared(path) -> dict | None:
     """The parameters a chapter declares in its front matter (``mfattn-parameters:``), or ``None``
-    when it declares none there (a chapter with a ``PROFILES`` table). (The executed notebook's
+    when it declares none. (The executed notebook's
     ``mfattn`` metadata is the runner's provenance, a different key.)
 
     Parameters
@@ -225,7 +223,7 @@ def declared(path) -> dict | None:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import declared
+    >>> from mfattn.companion.chapters import declared
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> table = declared(root / "notebooks" / "07-two-layer-baseline.md")
     >>> sorted(table["T"])
@@ -286,7 +284,7 @@ def parameters(path) -> list[Parameter]:
     >>> import mfattn
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> chapter = root / "notebooks" / "05-stability.md"
-    >>> from mfattn.chapters import parameters
+    >>> from mfattn.companion.chapters import parameters
     >>> params = parameters(chapter)
     >>> params[0].name
     'profile'
@@ -315,9 +313,7 @@ def parameters(path) -> list[Parameter]:
 
 
 def profiles(path) -> dict[str, dict]:
-    """The chapter's profiles: ``{profile: {parameter: value}}``, from its front matter (:func:`declared`),
-    else from its ``PROFILES`` table, whose assignment is evaluated on its own, with arithmetic and a
-    few builtins (``dict``, ``range``, ``min``, ...), no names from the chapter.
+    """The chapter's profiles: ``{profile: {parameter: value}}``, from its front matter (:func:`declared`).
 
     Parameters
     ----------
@@ -333,8 +329,7 @@ def profiles(path) -> dict[str, dict]:
     Raises
     ------
     ValueError
-        If ``path`` is not a file, or declares no parameters and has no ``PROFILES = ...`` assignment in
-        a code cell.
+        If ``path`` is not a file, or declares no parameters in its front matter.
 
     Examples
     --------
@@ -342,25 +337,16 @@ def profiles(path) -> dict[str, dict]:
     >>> import mfattn
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> chapter = root / "notebooks" / "05-stability.md"
-    >>> from mfattn.chapters import profiles
+    >>> from mfattn.companion.chapters import profiles
     >>> table = profiles(chapter)
     >>> sorted(table)
     ['ci', 'paper']
     """
     table = declared(path)
-    if table:
-        profs = [k for k in next(iter(table.values())) if k not in _META]
-        return {prof: {name: entry[prof] for name, entry in table.items()} for prof in profs}
-    for cell in chapter_cells(path):
-        if cell.cell_type != "code":
-            continue
-        for node in ast.parse(cell.source).body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == "PROFILES"):
-                expr = ast.Expression(node.value)
-                safe = {f.__name__: f for f in (dict, list, tuple, range, len, min, max, abs, round, int, float, sum)}
-                return eval(compile(expr, str(path), "eval"), {"__builtins__": safe})
-    raise ValueError(f"path: {path} defines no PROFILES table")
+    if not table:
+        raise ValueError(f"path: {path} declares no parameters in its front matter (mfattn-parameters:)")
+    profs = [k for k in next(iter(table.values())) if k not in _META]
+    return {prof: {name: entry[prof] for name, entry in table.items()} for prof in profs}
 
 
 def parameter_rows(path) -> list[dict]:
@@ -390,7 +376,7 @@ def parameter_rows(path) -> list[dict]:
     >>> import mfattn
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> chapter = root / "notebooks" / "05-stability.md"
-    >>> from mfattn.chapters import parameter_rows
+    >>> from mfattn.companion.chapters import parameter_rows
     >>> rows = parameter_rows(chapter)
     >>> rows[0]["name"], rows[0]["ci"], rows[0]["paper"]
     ('profile', 'ci', 'paper')
@@ -535,7 +521,7 @@ def check_values(path, values: dict) -> dict:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import check_values
+    >>> from mfattn.companion.chapters import check_values
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> cfg = check_values(chapter, {"n_data": 8})
     >>> cfg["profile"], cfg["n_data"], cfg["n_starts"]
@@ -810,7 +796,7 @@ def growth(values: dict, base: dict, *, shrink: bool = False) -> tuple[float, st
 
     Examples
     --------
-    >>> from mfattn.chapters import growth
+    >>> from mfattn.companion.chapters import growth
     >>> growth({"n": 400, "grid": [8, 128], "eps": 0.01}, {"n": 100, "grid": [8, 16], "eps": 0.1})
     (8.0, 'grid', 128, 16)
     >>> growth({"eps": 0.01}, {"eps": 0.1}, shrink=True)[:2]
@@ -861,7 +847,7 @@ def size_ratio(path, profile: str, base: str = "ci") -> tuple[float, str]:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import size_ratio
+    >>> from mfattn.companion.chapters import size_ratio
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> size_ratio(chapter, "paper")
     (16.0, 'n_pairs 1024 vs 64')
@@ -891,7 +877,7 @@ def title(path) -> str:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import title
+    >>> from mfattn.companion.chapters import title
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> title(root / "notebooks" / "05-stability.md").startswith("Stability of Dirac")
     True

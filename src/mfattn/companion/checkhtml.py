@@ -331,7 +331,7 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
 
 # Bare values that chapters still print, each pending a change of the chapter's code (which needs a
 # new replication run of that chapter): reported as known, not counted as faults. Any other page or
-# line is a fault. Remove an entry when its chapter prints the value through mfattn.verdicts.fmt.
+# line is a fault. Remove an entry when its chapter prints the value through mfattn.companion.verdicts.fmt.
 KNOWN: set[tuple[str, str, str]] = set()  # none pending now
 
 
@@ -358,7 +358,7 @@ def main(argv=None) -> int:
     summary = ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) or "none"
     pending = len(found) - len(faults)
     print(f"check-html: {n} pages at {VIEWPORT['width']} px, faults: {summary}"
-          + (f"; {pending} known and pending (mfattn.checkhtml.KNOWN)" if pending else ""))
+          + (f"; {pending} known and pending (mfattn.companion.checkhtml.KNOWN)" if pending else ""))
     return 1 if faults else 0
 
 

@@ -177,7 +177,7 @@ def _main(argv=None) -> int:
 
         shard.add_arguments(p_shard)
     p_html = sub.add_parser("check-html", help="open every page of the built book in headless Chromium and "
-                            "report faults (mfattn.checkhtml)")
+                            "report faults (mfattn.companion.checkhtml)")
     p_html.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
     p_html.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
     args = parser.parse_args(argv)

@@ -229,9 +229,9 @@ def pack(root: Path, src: Path, values: dict, out) -> tuple[Path, int]:
     --------
     >>> import pathlib, tempfile
     >>> import mfattn
-    >>> from mfattn.chapters import check_values
+    >>> from mfattn.companion.chapters import check_values
     >>> from mfattn.companion.disk import pack, restore
-    >>> from mfattn.runner import cache_folder_of
+    >>> from mfattn.companion.runner import cache_folder_of
     >>> src = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> folder = cache_folder_of(root, src, check_values(src, {}), "cpu")

@@ -41,7 +41,7 @@ def collect(root: Path | str | None = None) -> list[dict]:
     root : str or pathlib.Path or None
         The checkout that holds ``notebooks/``. ``None``: the current folder or one of its
         ancestors, else the checkout the package was installed from in editable mode
-        (``mfattn.chapters.repo_root``).
+        (``mfattn.companion.chapters.repo_root``).
 
     Returns
     -------
@@ -59,8 +59,8 @@ def collect(root: Path | str | None = None) -> list[dict]:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.book import KINDS
-    >>> from mfattn.evidence import collect
+    >>> from mfattn.companion.book import KINDS
+    >>> from mfattn.companion.evidence import collect
     >>> records = collect(pathlib.Path(mfattn.__file__).resolve().parents[2])
     >>> all(r["kind"] in KINDS and r["status"] in ("PASS", "FAIL") for r in records)
     True
@@ -88,7 +88,7 @@ def collect(root: Path | str | None = None) -> list[dict]:
             raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} has kind {r['kind']!r}")
         unknown = [x for x in r["ref"] if x not in KNOWN]
         if unknown:
-            raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} cites {unknown}, not in mfattn.evidence.RESULTS")
+            raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} cites {unknown}, not in mfattn.companion.evidence.RESULTS")
     return out
 
 
@@ -110,7 +110,7 @@ def group(record: dict) -> str:
 
     Examples
     --------
-    >>> from mfattn.evidence import group
+    >>> from mfattn.companion.evidence import group
     >>> group(dict(kind="claim", evidence=True)), group(dict(kind="claim")), group(dict(kind="hypothesis"))
     ('evidence', 'check', 'hypothesis')
     """
@@ -141,7 +141,7 @@ def outcome_replicated(record: dict) -> bool:
 
     Examples
     --------
-    >>> from mfattn.evidence import outcome_replicated
+    >>> from mfattn.companion.evidence import outcome_replicated
     >>> rep = dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL",
     ...            decisions=[])
     >>> outcome_replicated(dict(kind="hypothesis", status="FAIL", replication=rep))
@@ -170,7 +170,7 @@ def flag(record: dict) -> str:
 
     Examples
     --------
-    >>> from mfattn.evidence import flag
+    >>> from mfattn.companion.evidence import flag
     >>> flag(dict(kind="claim", status="PASS"))
     'check: no counterfactual named'
     >>> flag(dict(kind="claim", status="PASS", evidence=True))
@@ -220,7 +220,7 @@ def table(records: list[dict]) -> list[dict]:
 
     Examples
     --------
-    >>> from mfattn.evidence import BEYOND, COMPANION, RESULTS, table
+    >>> from mfattn.companion.evidence import BEYOND, COMPANION, RESULTS, table
     >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
     ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
     >>> rows = table(rec)
@@ -257,7 +257,7 @@ def counts(records: list[dict]) -> dict:
 
     Examples
     --------
-    >>> from mfattn.evidence import counts
+    >>> from mfattn.companion.evidence import counts
     >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
     ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
     >>> counts(rec)
@@ -285,7 +285,7 @@ def replicated_evidence(records: list[dict]) -> list[dict]:
 
     Examples
     --------
-    >>> from mfattn.evidence import replicated_evidence
+    >>> from mfattn.companion.evidence import replicated_evidence
     >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim", decisions=[])
     >>> len(replicated_evidence([dict(kind="claim", status="PASS", evidence=True, replication=rep),
     ...                          dict(kind="claim", status="PASS", evidence=True)]))
@@ -329,7 +329,7 @@ def strip_svg(values, this_run: float | None, predicted: float | None = None, *,
 
     Examples
     --------
-    >>> from mfattn.evidence import strip_svg
+    >>> from mfattn.companion.evidence import strip_svg
     >>> svg = strip_svg([-0.55, -0.5, -0.45], -0.62, -0.5)
     >>> svg.startswith("<svg") and svg.count("<line") == 6 and "this run -0.62" in svg  # axis, 3 + 2 ticks
     True
@@ -378,7 +378,7 @@ def replication_table(chapter: str, records: list[dict]) -> str:
 
     Examples
     --------
-    >>> from mfattn.evidence import replication_table
+    >>> from mfattn.companion.evidence import replication_table
     >>> rep = dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="FAIL",
     ...            q05=-0.6, q50=-0.5, q95=-0.4, values=[-0.6, -0.5, -0.4], decisions=[])
     >>> rec = dict(chapter="02-x", kind="claim", claim="slope of the error", status="FAIL", evidence=True,
@@ -421,7 +421,7 @@ def headline(records: list[dict]) -> str:
 
     Examples
     --------
-    >>> from mfattn.evidence import headline
+    >>> from mfattn.companion.evidence import headline
     >>> rep = dict(n=10, passed=10, evidence=10, by_construction=False, kind="claim", decisions=[])
     >>> print(headline([dict(kind="claim", status="PASS", evidence=True, replication=rep, chapter="02-x"),
     ...                 dict(kind="claim", status="PASS", chapter="02-x")]))
@@ -504,7 +504,7 @@ def result_label(name: str, authors: dict | None = None) -> str:
 
     Examples
     --------
-    >>> from mfattn.evidence import result_label
+    >>> from mfattn.companion.evidence import result_label
     >>> result_label("alvarezlopez2026perceptrons Thm 3.5")
     'Álvarez-López et al. 2026, Thm 3.5'
     >>> result_label("Thm 5.2")
@@ -538,7 +538,7 @@ def standing(record: dict) -> str:
 
     Examples
     --------
-    >>> from mfattn.evidence import standing
+    >>> from mfattn.companion.evidence import standing
     >>> standing(dict(kind="claim", status="PASS", evidence=True)), standing(dict(kind="claim", status="PASS"))
     ('not yet replicated', 'check')
     """
@@ -584,7 +584,7 @@ def markdown(records: list[dict]) -> str:
 
     Examples
     --------
-    >>> from mfattn.evidence import markdown
+    >>> from mfattn.companion.evidence import markdown
     >>> rec = [dict(kind="claim", ref=["Thm 4.1"], claim="error vs N", measured="-5.10e-01",
     ...             predicted="-0.500", tolerance="+-0.05", status="PASS", chapter="02-finite-n")]
     >>> lines = markdown(rec).splitlines()
@@ -632,7 +632,7 @@ def markdown(records: list[dict]) -> str:
 
 def provenance(root: Path | str) -> dict:
     """``{chapter: metadata}``: what each committed chapter's run recorded about itself
-    (``mfattn.runner.provenance``; older runs hold only ``ci_seconds`` and ``machine``).
+    (``mfattn.companion.runner.provenance``; older runs hold only ``ci_seconds`` and ``machine``).
 
     Parameters
     ----------
@@ -648,7 +648,7 @@ def provenance(root: Path | str) -> dict:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.evidence import provenance
+    >>> from mfattn.companion.evidence import provenance
     >>> prov = provenance(pathlib.Path(mfattn.__file__).resolve().parents[2])
     >>> all(m["ci_seconds"] >= 0 for m in prov.values())
     True
@@ -688,7 +688,7 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.evidence import status_markdown
+    >>> from mfattn.companion.evidence import status_markdown
     >>> text = status_markdown(pathlib.Path(mfattn.__file__).resolve().parents[2])
     >>> text.splitlines()[0]
     '| chapter | run time | profile | ran (UTC) | code |'
@@ -768,7 +768,7 @@ def claims_json(root: Path | str, records: list[dict] | None = None) -> str:
     --------
     >>> import json, pathlib
     >>> import mfattn
-    >>> from mfattn.evidence import claims_json
+    >>> from mfattn.companion.evidence import claims_json
     >>> doc = json.loads(claims_json(pathlib.Path(mfattn.__file__).resolve().parents[2]))
     >>> {"chapter", "claim", "kind", "status", "ref", "commit"} <= set(doc["verdicts"][0])
     True

@@ -52,7 +52,7 @@ def use() -> None:
     --------
     >>> import matplotlib
     >>> matplotlib.use("Agg")
-    >>> from mfattn import plotting
+    >>> from mfattn.companion import plotting
     >>> rc = matplotlib.rcParams
     >>> with matplotlib.rc_context():  # restores the defaults on leaving
     ...     plotting.use()
@@ -98,7 +98,7 @@ def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, shar
     >>> import matplotlib
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
-    >>> from mfattn.plotting import panels
+    >>> from mfattn.companion.plotting import panels
     >>> fig, axes = panels(3, height=2.5)
     >>> axes.shape, [round(float(v), 2) for v in fig.get_size_inches()]
     ((3,), [6.9, 5.0])
@@ -168,7 +168,7 @@ def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     >>> import matplotlib
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
-    >>> from mfattn.plotting import animation
+    >>> from mfattn.companion.plotting import animation
     >>> fig, ax = plt.subplots(figsize=(2, 2))
     >>> (dot,) = ax.plot([0.0], [0.0], "o")
     >>> html = animation(fig, lambda i: dot.set_data([i / 3], [i / 3]), 4, alt="a dot moving up")

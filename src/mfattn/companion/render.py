@@ -53,7 +53,7 @@ def number_html(text: str, trim: bool = False) -> str:
 
     Examples
     --------
-    >>> from mfattn.book import number_html
+    >>> from mfattn.companion.book import number_html
     >>> import re
     >>> import html
     >>> strip = lambda h: html.unescape(re.sub(r"<[^>]+>", "", h.replace("<sup>", "^"))).replace("\u202f", " ") \\
@@ -106,7 +106,7 @@ def verdict_anchor(claim: str) -> str:
 
     Examples
     --------
-    >>> from mfattn.book import verdict_anchor
+    >>> from mfattn.companion.book import verdict_anchor
     >>> a = verdict_anchor("Thm 5.2: slope in N")
     >>> a.startswith("v-"), len(a), a == verdict_anchor("Thm 5.2: slope in N") != verdict_anchor("other")
     (True, 12, True)
@@ -134,7 +134,7 @@ def verdict_table_html(verdicts) -> str:
 
     Examples
     --------
-    >>> from mfattn.book import check_at_most, check_close, verdict_table_html, verdict_anchor
+    >>> from mfattn.companion.book import check_at_most, check_close, verdict_table_html, verdict_anchor
     >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
     >>> html = verdict_table_html(vs)
     >>> html.startswith('<table class="mfattn-verdicts"'), html.count('<tr class="mfattn-fail')
@@ -215,7 +215,7 @@ def report(verdicts) -> None:
     --------
     Outside IPython the report is printed as plain text:
 
-    >>> from mfattn.book import check_at_most, check_close, report
+    >>> from mfattn.companion.book import check_at_most, check_close, report
     >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.3, "30% more")),
     ...       check_at_most("b", 2.0, 1.0, kind="check")]
     >>> report(vs)
@@ -272,7 +272,7 @@ def show_config(cfg, source=None, values=None) -> None:
     --------
     Outside IPython the table is printed as plain text:
 
-    >>> from mfattn.book import resolve_profile, show_config
+    >>> from mfattn.companion.book import resolve_profile, show_config
     >>> cfg = resolve_profile({"ci": {"n": 64, "T": 1.0}}, "ci")
     >>> show_config(cfg)
     effective parameters: profile='ci', n=64, T=1.0
@@ -281,7 +281,7 @@ def show_config(cfg, source=None, values=None) -> None:
 
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import profiles
+    >>> from mfattn.companion.chapters import profiles
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> show_config(resolve_profile(profiles(chapter), "ci"), chapter, values={"device": "cpu"})
     parameters (this run, then each profile's value):
@@ -355,7 +355,7 @@ def print_grid(rows, cols, entry, *, width: int = 8, corner: str = "setting", la
 
     Examples
     --------
-    >>> from mfattn.render import print_grid
+    >>> from mfattn.companion.render import print_grid
     >>> print_grid(["a", "b"], [1, 2, 3], lambda r, c: f"{r}{c}", width=4, parts=2)
     setting                  1   2
     a                       a1  a2

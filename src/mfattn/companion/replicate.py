@@ -104,7 +104,7 @@ def key(src: Path) -> dict:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.replicate import key
+    >>> from mfattn.companion.replicate import key
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> sorted(key(root / "notebooks" / "07-two-layer-baseline.md"))
     ['front_matter', 'source', 'verdicts']
@@ -140,7 +140,7 @@ def front_matter_hash(src: Path) -> str:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.replicate import front_matter_hash
+    >>> from mfattn.companion.replicate import front_matter_hash
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> len(front_matter_hash(root / "notebooks" / "07-two-layer-baseline.md"))
     64
@@ -166,7 +166,7 @@ def engine() -> dict:
 
     Examples
     --------
-    >>> from mfattn.replicate import engine
+    >>> from mfattn.companion.replicate import engine
     >>> sorted(engine())
     ['commit', 'dirty']
     """
@@ -208,7 +208,7 @@ def rederive(entry: dict) -> tuple[int, int]:
 
     Examples
     --------
-    >>> from mfattn.replicate import rederive
+    >>> from mfattn.companion.replicate import rederive
     >>> dec = {"rule": "fit", "value": -0.5, "lo": -0.6, "hi": -0.4, "prediction": -0.5}
     >>> one = {"decision": dec, "counterfactual": {"form": "wrong", "prediction": -0.3}}
     >>> wide = {"decision": dict(dec, lo=-0.9, hi=-0.1), "counterfactual": {"form": "wrong", "prediction": -0.3}}
@@ -256,7 +256,7 @@ def seeds(committed: int, k: int) -> list[int]:
 
     Examples
     --------
-    >>> from mfattn.replicate import seeds
+    >>> from mfattn.companion.replicate import seeds
     >>> seeds(0, 3)
     [1, 2, 3]
     """
@@ -309,7 +309,7 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
     Examples
     --------
     >>> import json, pathlib, tempfile
-    >>> from mfattn.replicate import aggregate
+    >>> from mfattn.companion.replicate import aggregate
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> rec = lambda v, s: dict(claim="slope", kind="claim", ref=["(15)"], measured=f"{v:.2e}", value=v,
     ...                         predicted="-0.500", tolerance="", status=s, evidence=True)
@@ -362,7 +362,7 @@ def status(entry: dict) -> str:
 
     Examples
     --------
-    >>> from mfattn.replicate import status
+    >>> from mfattn.companion.replicate import status
     >>> e = dict(n=10, passed=10, evidence=10, q05=-0.58, q50=-0.5, q95=-0.43, by_construction=False,
     ...          kind="claim", committed="PASS")
     >>> e = dict(n=10, passed=10, evidence=10, q05=-0.58, q50=-0.5, q95=-0.43, by_construction=False,
@@ -420,7 +420,7 @@ def replicated(entry: dict) -> bool:
 
     Examples
     --------
-    >>> from mfattn.replicate import replicated
+    >>> from mfattn.companion.replicate import replicated
     >>> replicated(dict(n=10, passed=9, evidence=9, by_construction=False, kind="claim", committed="PASS",
     ...                 decisions=[]))
     True
@@ -460,7 +460,7 @@ def load(root: Path) -> dict:
     Examples
     --------
     >>> import pathlib, tempfile
-    >>> from mfattn.replicate import load
+    >>> from mfattn.companion.replicate import load
     >>> load(pathlib.Path(tempfile.mkdtemp()))
     {}
     """
@@ -539,7 +539,7 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
 
     Examples
     --------
-    >>> from mfattn.replicate import replicate  # doctest: +SKIP
+    >>> from mfattn.companion.replicate import replicate  # doctest: +SKIP
     >>> replicate(root, root / "notebooks" / "07-two-layer-baseline.md", 10, jobs=2)  # doctest: +SKIP
     """
     from .chapters import parameter_rows

@@ -64,7 +64,7 @@ def code_version(src) -> str:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.runner import code_version
+    >>> from mfattn.companion.runner import code_version
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> v = code_version(chapter)
     >>> len(v), v == code_version(chapter)
@@ -102,8 +102,8 @@ def cache_key(src, config: dict) -> str:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import check_values
-    >>> from mfattn.runner import cache_key
+    >>> from mfattn.companion.chapters import check_values
+    >>> from mfattn.companion.runner import cache_key
     >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
     >>> a = cache_key(chapter, check_values(chapter, {}))
     >>> b = cache_key(chapter, check_values(chapter, {"n_data": 63}))
@@ -360,8 +360,8 @@ def cache_folder_of(root: Path, src: Path, config: dict, device: str) -> Path:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import check_values
-    >>> from mfattn.runner import cache_folder_of
+    >>> from mfattn.companion.chapters import check_values
+    >>> from mfattn.companion.runner import cache_folder_of
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> src = root / "notebooks" / "05-stability.md"
     >>> cache_folder_of(root, src, check_values(src, {}), "cpu").parent.relative_to(root).as_posix()
@@ -448,8 +448,8 @@ def peak_memory_estimate(src: Path, config: dict, committed: Path) -> tuple[floa
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.chapters import check_values
-    >>> from mfattn.runner import peak_memory_estimate
+    >>> from mfattn.companion.chapters import check_values
+    >>> from mfattn.companion.runner import peak_memory_estimate
     >>> ch = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "07-two-layer-baseline.md"
     >>> est = peak_memory_estimate(ch, check_values(ch, {"n_ref": 4096 * 64}), ch.with_suffix(".ipynb"))
     >>> est is None or est[1] == "n_ref"
@@ -566,7 +566,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
 
     Examples
     --------
-    >>> from mfattn.runner import run_chapter  # doctest: +SKIP
+    >>> from mfattn.companion.runner import run_chapter  # doctest: +SKIP
     >>> run_chapter(root, root / "notebooks" / "05-stability.md", {"n_data": 32})  # doctest: +SKIP
     """
     import nbformat
@@ -707,7 +707,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             raise KeyboardInterrupt
 
     old_handler = signal.signal(signal.SIGINT, on_sigint)
-    # the parameters were checked above (mfattn.chapters reads the cell with ast); papermill's own
+    # the parameters were checked above (mfattn.companion.chapters reads the cell with ast); papermill's own
     # reader cannot parse some comments and would warn about parameters it missed
     import logging
     import warnings
@@ -806,7 +806,7 @@ def write_html(notebook) -> Path:
 
     Examples
     --------
-    >>> from mfattn.runner import write_html  # doctest: +SKIP
+    >>> from mfattn.companion.runner import write_html  # doctest: +SKIP
     >>> write_html("runs/05-stability/20261123-120000/05-stability.ipynb")  # doctest: +SKIP
     """
     import shutil
@@ -953,7 +953,7 @@ def new_failures(notebook, committed) -> list[str]:
     Examples
     --------
     >>> import pathlib, mfattn
-    >>> from mfattn.runner import new_failures
+    >>> from mfattn.companion.runner import new_failures
     >>> nb = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "07-two-layer-baseline.ipynb"
     >>> new_failures(nb, nb)
     []
@@ -984,7 +984,7 @@ def verdict_summary(notebook) -> tuple[str, bool]:
     Examples
     --------
     >>> import pathlib, mfattn
-    >>> from mfattn.runner import verdict_summary
+    >>> from mfattn.companion.runner import verdict_summary
     >>> root = pathlib.Path(mfattn.__file__).resolve().parents[2]
     >>> line, failed = verdict_summary(root / "notebooks" / "07-two-layer-baseline.ipynb")
     >>> line.startswith("verdicts: ")
@@ -1043,7 +1043,7 @@ def compare(run, root: Path | None = None) -> int:
 
     Examples
     --------
-    >>> from mfattn.runner import compare  # doctest: +SKIP
+    >>> from mfattn.companion.runner import compare  # doctest: +SKIP
     >>> compare("runs/05-stability/20261123-120000")  # doctest: +SKIP
     """
     from .chapters import repo_root
@@ -1102,7 +1102,7 @@ def list_chapters(root: Path) -> list[tuple[str, str, float | None]]:
     --------
     >>> import pathlib
     >>> import mfattn
-    >>> from mfattn.runner import list_chapters
+    >>> from mfattn.companion.runner import list_chapters
     >>> rows = list_chapters(pathlib.Path(mfattn.__file__).resolve().parents[2])
     >>> rows[0][0], rows[0][1].startswith("Preliminaries")
     ('01-preliminaries', True)

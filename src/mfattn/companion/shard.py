@@ -26,7 +26,7 @@ __all__ = ["main"]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=["sgd", "flow"], default="sgd",
                    help="sgd: SGD (19); flow: the reference flow (21) by Runge-Kutta")
-    p.add_argument("--task", default="teacher", help="teacher, markov or text (mfattn.tasks)")
+    p.add_argument("--task", default="teacher", help="teacher, markov or text (mfattn.models.tasks)")
     p.add_argument("--n-data", type=int, default=64, help="sequences in the dataset")
     p.add_argument("--N", type=int, default=1024, help="heads over all processes")
     p.add_argument("--init-scale", type=float, default=0.5, help="initial heads ~ N(0, s^2 I)")

@@ -8,7 +8,7 @@ same for one call whose result holds tensors (a reference flow, a minimisation).
 
 The folder must stand for one configuration: ``python -m mfattn run`` passes each chapter a
 ``cache_dir`` under ``runs/CHAPTER/cache/`` named by a hash of the chapter's whole effective
-configuration and of the code (``mfattn.runner.cache_key``), so a changed parameter or a
+configuration and of the code (``mfattn.companion.runner.cache_key``), so a changed parameter or a
 changed function never returns a stale result. Notebooks executed otherwise (nbval, the book)
 leave ``cache_dir`` at ``None`` and compute everything in a temporary folder.
 """
@@ -40,7 +40,7 @@ def point_key(point: dict) -> str:
 
     Examples
     --------
-    >>> from mfattn.sweep import point_key
+    >>> from mfattn.companion.sweep import point_key
     >>> point_key({"a": 1, "b": 2})
     '1744f53e00fc23bd'
     >>> point_key({"b": 2, "a": 1}) == point_key({"a": 1, "b": 2})
@@ -97,7 +97,7 @@ def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: 
     Examples
     --------
     >>> import tempfile
-    >>> from mfattn.sweep import run_sweep
+    >>> from mfattn.companion.sweep import run_sweep
     >>> calls = []
     >>> def square(x):
     ...     calls.append(x)
@@ -176,7 +176,7 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
     Examples
     --------
     >>> import tempfile, torch
-    >>> from mfattn.sweep import memo
+    >>> from mfattn.companion.sweep import memo
     >>> calls = []
     >>> def flow(n):
     ...     calls.append(n)
@@ -195,8 +195,8 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
 
     A run comes back as a run, read without unpickling:
 
-    >>> from mfattn.dynamics import reference_flow
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.dynamics import reference_flow
+    >>> from mfattn.models.tasks import example
     >>> model, data, h0, _ = example()
     >>> ref = lambda T: reference_flow(model, data, h0, T=T, step=0.25, record_every=0.25, progress=False)
     >>> with tempfile.TemporaryDirectory() as folder:

@@ -44,7 +44,7 @@ def fmt(x: float, sig: int = 3, floor: float = 0.0) -> str:
 
     Examples
     --------
-    >>> from mfattn.book import fmt
+    >>> from mfattn.companion.book import fmt
     >>> fmt(0.000123456), fmt(-2.0, sig=2)
     ('1.23e-04', '-2.0e+00')
     >>> fmt(123456.0, sig=0), fmt(3e-17, floor=1e-12), fmt(-3e-17, floor=1e-12)
@@ -109,7 +109,7 @@ def decide(decision: dict, prediction) -> bool:
 
     Examples
     --------
-    >>> from mfattn.book import decide
+    >>> from mfattn.companion.book import decide
     >>> d = {"rule": "fit", "lo": -0.58, "hi": -0.43}
     >>> decide(d, -0.5), decide(d, -0.25)
     (True, False)
@@ -189,7 +189,7 @@ def perturbed(measured, why: str, *, source: str = "", interval=None, sig: int =
 
     Examples
     --------
-    >>> from mfattn.book import check_at_most, perturbed
+    >>> from mfattn.companion.book import check_at_most, perturbed
     >>> v = check_at_most("gap at equal rescaled time / tolerance", 0.3, 1.0, kind="claim",
     ...                   counterfactual=perturbed(40.0, "compared at equal physical time",
     ...                                            source="the same two runs, read at equal t"))
@@ -227,7 +227,7 @@ def competitor(prediction, why: str, *, source: str) -> dict:
 
     Examples
     --------
-    >>> from mfattn.book import check_at_most, competitor
+    >>> from mfattn.companion.book import check_at_most, competitor
     >>> v = check_at_most("largest eigenvalue", 0.4999, 0.5, 1e-3, kind="claim",
     ...                   counterfactual=competitor(0.25, "the logistic constant", source="sigma' <= 1/4"))
     >>> v.evidence, v.counterfactual.form, round(v.counterfactual.margin)
@@ -262,8 +262,8 @@ def shifted(fit, rate: float, why: str) -> dict:
 
     Examples
     --------
-    >>> from mfattn.book import check_fit_at_most, shifted
-    >>> from mfattn.fitting import LogLogFit
+    >>> from mfattn.companion.book import check_fit_at_most, shifted
+    >>> from mfattn.analysis.fitting import LogLogFit
     >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
     >>> v = check_fit_at_most("decay", fit, -0.5, kind="claim", counterfactual=shifted(fit, -0.25, "N^-1/4"))
     >>> v.counterfactual.status, v.evidence, round(v.counterfactual.margin, 2)
@@ -373,7 +373,7 @@ def resolution(decision: dict) -> float:
 
     Examples
     --------
-    >>> from mfattn.book import resolution
+    >>> from mfattn.companion.book import resolution
     >>> resolution({"rule": "fit", "lo": -0.6, "hi": -0.4}), resolution({"rule": "close", "tol": 0.1})
     (0.09999999999999998, 0.1)
     """
@@ -422,7 +422,7 @@ def assess(decision: dict, cf: dict, passed: bool = False) -> tuple[float | None
 
     Examples
     --------
-    >>> from mfattn.book import assess
+    >>> from mfattn.companion.book import assess
     >>> d = {"rule": "fit", "lo": -0.6, "hi": -0.4, "prediction": -0.5}
     >>> assess(d, {"form": "wrong", "prediction": -0.25})
     (2.5000000000000004, '')
@@ -494,8 +494,8 @@ class Counterfactual:
 
     Examples
     --------
-    >>> from mfattn.book import check_fit
-    >>> from mfattn.fitting import LogLogFit
+    >>> from mfattn.companion.book import check_fit
+    >>> from mfattn.analysis.fitting import LogLogFit
     >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
     >>> v = check_fit("error vs N", fit, -0.5, kind="claim", counterfactual=(-0.25, "an N^-1/4 rate"))
     >>> v.counterfactual.passed, v.evidence
@@ -534,7 +534,7 @@ class Counterfactual:
 
         Examples
         --------
-        >>> from mfattn.book import check_close
+        >>> from mfattn.companion.book import check_close
         >>> check_close("c", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.25, "a quarter more")).counterfactual.label()
         '2.5 tolerances from the prediction, at most 4'
         """
@@ -586,7 +586,7 @@ class Verdict:
 
     Examples
     --------
-    >>> from mfattn.book import Verdict
+    >>> from mfattn.companion.book import Verdict
     >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
     >>> v.status, v.ref
     ('PASS', ('Thm 4.1',))
@@ -665,7 +665,7 @@ class Verdict:
 
         Examples
         --------
-        >>> from mfattn.book import Verdict, check_close
+        >>> from mfattn.companion.book import Verdict, check_close
         >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
         >>> print(v.line())
         [PASS] (claim, counted as a check: no counterfactual named; Thm 4.1) slope of the error
@@ -696,7 +696,7 @@ class Verdict:
 
         Examples
         --------
-        >>> from mfattn.book import Verdict
+        >>> from mfattn.companion.book import Verdict
         >>> v = Verdict("slope of the error", -0.51, "-0.500", "+-0.05", True, kind="claim", ref="Thm 4.1")
         >>> v.record()
         {'kind': 'claim', 'ref': ['Thm 4.1'], 'claim': 'slope of the error', 'measured': '-5.10e-01',
@@ -801,7 +801,7 @@ def check_close(claim: str, measured: float, predicted: float, tol: float, why: 
 
     Examples
     --------
-    >>> from mfattn.book import check_close
+    >>> from mfattn.companion.book import check_close
     >>> v = check_close("risk at the teacher", 0.6931, 0.6932, 1e-3, "float64 rounding", kind="check")
     >>> v.passed, v.predicted, v.tolerance
     (True, '6.93e-01', '+-1.00e-03 (float64 rounding)')
@@ -847,7 +847,7 @@ def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, w
 
     Examples
     --------
-    >>> from mfattn.book import check_at_most
+    >>> from mfattn.companion.book import check_at_most
     >>> v = check_at_most("logit error", 0.02, 0.05, kind="claim", ref="(15)")
     >>> v.passed, v.predicted, v.tolerance
     (True, '<= 5.00e-02', '+0.00e+00')
@@ -897,7 +897,7 @@ def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=
 
     Examples
     --------
-    >>> from mfattn.book import check_within
+    >>> from mfattn.companion.book import check_within
     >>> v = check_within("fraction of heads", 0.4, 0.0, 1.0, kind="hypothesis")
     >>> v.passed, v.predicted, v.tolerance
     (True, 'in [0.00e+00, 1.00e+00]', 'point value')
@@ -952,8 +952,8 @@ def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = N
 
     Examples
     --------
-    >>> from mfattn.book import check_fit
-    >>> from mfattn.fitting import LogLogFit
+    >>> from mfattn.companion.book import check_fit
+    >>> from mfattn.analysis.fitting import LogLogFit
     >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
     >>> v = check_fit("error vs N", fit, -0.5, kind="claim", ref="Thm 4.1")
     >>> v.passed, v.predicted, v.tolerance
@@ -998,8 +998,8 @@ def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str
 
     Examples
     --------
-    >>> from mfattn.book import check_fit_at_most
-    >>> from mfattn.fitting import LogLogFit
+    >>> from mfattn.companion.book import check_fit_at_most
+    >>> from mfattn.analysis.fitting import LogLogFit
     >>> fit = LogLogFit(slope=-0.52, intercept=0.0, slope_lo=-0.6, slope_hi=-0.44, level=0.95, n=8)
     >>> check_fit_at_most("decay of the error", fit, -0.5, kind="claim").passed  # lower end below
     True
@@ -1030,7 +1030,7 @@ def summary(verdicts) -> str:
 
     Examples
     --------
-    >>> from mfattn.book import check_at_most, check_close, summary
+    >>> from mfattn.companion.book import check_at_most, check_close, summary
     >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.3, "30% more")),
     ...       check_at_most("b", 2.0, 1.0, kind="check"), check_close("c", 1.0, 1.0, 0.1, kind="claim")]
     >>> print(summary(vs))
@@ -1068,7 +1068,7 @@ def all_passed(verdicts) -> bool:
 
     Examples
     --------
-    >>> from mfattn.book import all_passed, check_at_most, check_close
+    >>> from mfattn.companion.book import all_passed, check_at_most, check_close
     >>> vs = [check_close("a", 1.0, 1.0, 0.1, kind="claim"), check_at_most("b", 2.0, 1.0, kind="check")]
     >>> all_passed(vs), all_passed(vs[:1])
     (False, True)

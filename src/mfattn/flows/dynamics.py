@@ -123,8 +123,8 @@ def sgd(
     Examples
     --------
     >>> import torch
-    >>> from mfattn.dynamics import sgd
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.dynamics import sgd
+    >>> from mfattn.models.tasks import example
     >>> model, data, h0, _ = example()
     >>> mean_norm = lambda h: float(h.norm(dim=1).mean())
     >>> run = sgd(model, data, h0, eps=0.1, T=1.0, record_every=0.5,
@@ -221,8 +221,8 @@ def reference_flow(
     Examples
     --------
     >>> import torch
-    >>> from mfattn.dynamics import reference_flow
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.dynamics import reference_flow
+    >>> from mfattn.models.tasks import example
     >>> model, data, _, _ = example()
     >>> w0 = torch.randn(6, model.d_omega, generator=torch.Generator().manual_seed(0),
     ...                  dtype=torch.float64)
@@ -280,7 +280,7 @@ def uniform_ball(n: int, d: int, radius: float, *, generator: torch.Generator,
     Examples
     --------
     >>> import torch
-    >>> from mfattn.dynamics import uniform_ball
+    >>> from mfattn.flows.dynamics import uniform_ball
     >>> w = uniform_ball(1000, 32, 2.0, generator=torch.Generator().manual_seed(0))
     >>> w.shape, w.dtype, bool((w.norm(dim=1) <= 2.0).all())
     (torch.Size([1000, 32]), torch.float64, True)
@@ -325,7 +325,7 @@ def err_bound(N: int, eps: float, T: float, d_omega: int, L: int, z: float = 1.0
 
     Examples
     --------
-    >>> from mfattn.dynamics import err_bound
+    >>> from mfattn.flows.dynamics import err_bound
     >>> round(err_bound(N=100, eps=0.01, T=1.0, d_omega=24, L=3), 4)
     1.3025
     """
@@ -369,9 +369,9 @@ def initial_measure(model: ParticleModel, n: int, *, scale: float, generator: to
     Examples
     --------
     >>> import torch
-    >>> from mfattn.dynamics import initial_measure
-    >>> from mfattn.seeds import stream
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.dynamics import initial_measure
+    >>> from mfattn.flows.seeds import stream
+    >>> from mfattn.models.tasks import example
     >>> model = example().model
     >>> w = initial_measure(model, 4096, scale=0.5, generator=stream(0, "rho_0"))
     >>> w.shape, round(float((w ** 2).sum(1).mean() / (24 * 0.25)), 1)   # E|w|^2 = d s^2

@@ -83,7 +83,7 @@ class Constant:
 
     Examples
     --------
-    >>> from mfattn.integrate import Constant
+    >>> from mfattn.flows.integrate import Constant
     >>> zeta = Constant(0.5)
     >>> zeta(3.0), zeta.integral(2.0)
     (0.5, 1.0)
@@ -112,7 +112,7 @@ class Constant:
 
         Examples
         --------
-        >>> from mfattn.integrate import Constant
+        >>> from mfattn.flows.integrate import Constant
         >>> Constant(2.0).integral(1.5)
         3.0
         """
@@ -137,7 +137,7 @@ class Decaying:
 
     Examples
     --------
-    >>> from mfattn.integrate import Decaying
+    >>> from mfattn.flows.integrate import Decaying
     >>> zeta = Decaying(value=1.0, t0=1.0, power=0.5)
     >>> zeta(3.0), zeta.integral(3.0)
     (0.5, 2.0)
@@ -175,7 +175,7 @@ class Decaying:
         Examples
         --------
         >>> import math
-        >>> from mfattn.integrate import Decaying
+        >>> from mfattn.flows.integrate import Decaying
         >>> round(Decaying(power=1.0).integral(math.e - 1), 6)
         1.0
         """
@@ -221,7 +221,7 @@ def as_profile(zeta):
 
     Examples
     --------
-    >>> from mfattn.integrate import as_profile
+    >>> from mfattn.flows.integrate import as_profile
     >>> as_profile(2.0)
     Constant(value=2.0)
     >>> round(as_profile(lambda t: 1 / (1 + t)).integral(1.0), 6)
@@ -256,7 +256,7 @@ def rescaled_time(zeta, t: float) -> float:
 
     Examples
     --------
-    >>> from mfattn.integrate import Decaying, rescaled_time
+    >>> from mfattn.flows.integrate import Decaying, rescaled_time
     >>> rescaled_time(0.5, 3.0), rescaled_time(Decaying(power=0.5), 3.0)
     (3.0, 4.0)
     """
@@ -314,8 +314,8 @@ class Run:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import integrate
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.integrate import integrate
+    >>> from mfattn.models.tasks import example
     >>> model, data, h0, _ = example()
     >>> run = integrate(model, data, h0, stepper="adam", step=0.1, T=1.0, record_every=0.5,
     ...                 progress=False)
@@ -383,8 +383,8 @@ class Run:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.dynamics import reference_flow
-        >>> from mfattn.tasks import example
+        >>> from mfattn.flows.dynamics import reference_flow
+        >>> from mfattn.models.tasks import example
         >>> model, data, _, _ = example()
         >>> w0 = torch.randn(6, model.d_omega, generator=torch.Generator().manual_seed(0),
         ...                  dtype=torch.float64)
@@ -442,9 +442,9 @@ class Run:
         Examples
         --------
         >>> import tempfile
-        >>> from mfattn.integrate import Run
-        >>> from mfattn.dynamics import reference_flow
-        >>> from mfattn.tasks import example
+        >>> from mfattn.flows.integrate import Run
+        >>> from mfattn.flows.dynamics import reference_flow
+        >>> from mfattn.models.tasks import example
         >>> model, data, h0, _ = example()
         >>> flow = reference_flow(model, data, h0, T=0.5, step=0.25, record_every=0.25, progress=False)
         >>> with tempfile.TemporaryDirectory() as d:
@@ -472,8 +472,8 @@ class Run:
         Examples
         --------
         >>> import tempfile, torch
-        >>> from mfattn.integrate import Run, integrate
-        >>> from mfattn.tasks import example
+        >>> from mfattn.flows.integrate import Run, integrate
+        >>> from mfattn.models.tasks import example
         >>> model, data, h0, _ = example()
         >>> run = integrate(model, data, h0, stepper="gd", step=0.25, T=1.0, record_every=0.5,
         ...                 progress=False)
@@ -520,8 +520,8 @@ class Run:
         Examples
         --------
         >>> import tempfile, torch
-        >>> from mfattn.integrate import Run, integrate
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.flows.integrate import Run, integrate
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, _ = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
         >>> run = integrate(model, data, torch.zeros(3, 2, dtype=torch.float64), stepper="rk4", step=0.5, T=1.0,
         ...                 record_every=0.5, keep_stages=True, progress=False)
@@ -578,7 +578,7 @@ def register(cls):
     Examples
     --------
     >>> from dataclasses import dataclass
-    >>> from mfattn.integrate import STEPPERS, SGD, register, make_stepper
+    >>> from mfattn.flows.integrate import STEPPERS, SGD, register, make_stepper
     >>> @register
     ... @dataclass(frozen=True)
     ... class Damped(SGD):
@@ -591,7 +591,7 @@ def register(cls):
     >>> del STEPPERS["damped-example"]
     """
     if not (isinstance(cls, type) and issubclass(cls, Stepper)) or not cls.name:
-        raise ValueError("cls: expected a subclass of mfattn.integrate.Stepper with a name")
+        raise ValueError("cls: expected a subclass of mfattn.flows.integrate.Stepper with a name")
     old = STEPPERS.get(cls.name)
     # the same class defined again (a notebook cell run twice: same module, same qualified name)
     # replaces itself; another class may not take a name
@@ -622,10 +622,10 @@ def make_stepper(stepper, **hyper) -> "Stepper":
 
     Examples
     --------
-    >>> from mfattn.integrate import make_stepper
+    >>> from mfattn.flows.integrate import make_stepper
     >>> make_stepper("heavy-ball", momentum=0.5)
     HeavyBall(momentum=0.5)
-    >>> sorted(__import__("mfattn.integrate").integrate.STEPPERS)
+    >>> sorted(__import__("mfattn.flows.integrate").flows.integrate.STEPPERS)
     ['adam', 'gd', 'heavy-ball', 'kinetic', 'rk4', 'sgd']
     """
     if isinstance(stepper, Stepper):
@@ -650,7 +650,7 @@ class Stepper:
 
     Examples
     --------
-    >>> from mfattn.integrate import STEPPERS
+    >>> from mfattn.flows.integrate import STEPPERS
     >>> [(n, c.stages, c.full_batch, c.default_batch) for n, c in sorted(STEPPERS.items())]
     [('adam', 1, False, None), ('gd', 1, True, None), ('heavy-ball', 1, False, None), ('kinetic', 1, False, None), ('rk4', 4, True, None), ('sgd', 1, False, 1)]
     """
@@ -677,7 +677,7 @@ class Stepper:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.integrate import make_stepper
+        >>> from mfattn.flows.integrate import make_stepper
         >>> make_stepper("sgd").init_state(torch.zeros(2, 3)), sorted(make_stepper("adam").init_state(torch.zeros(2, 3)))
         ({}, ['count', 'm', 'v'])
         """
@@ -711,7 +711,7 @@ class Stepper:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.integrate import as_profile, make_stepper
+        >>> from mfattn.flows.integrate import as_profile, make_stepper
         >>> grad = lambda stage, w: w          # Phi = |w|^2 / 2: the flow is dw/dt = -2 w
         >>> w0 = torch.ones(1, 2, dtype=torch.float64)
         >>> [round(float(make_stepper(n).step(w0, 0.0, 0.1, as_profile(1.0), grad, make_stepper(n).init_state(w0))[0, 0]), 4)
@@ -729,7 +729,7 @@ class Stepper:
 
         Examples
         --------
-        >>> from mfattn.integrate import HeavyBall
+        >>> from mfattn.flows.integrate import HeavyBall
         >>> HeavyBall(momentum=0.5).hyper()
         {'momentum': 0.5}
         """
@@ -745,7 +745,7 @@ class SGD(Stepper):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import SGD, as_profile
+    >>> from mfattn.flows.integrate import SGD, as_profile
     >>> SGD().step(torch.ones(2, 3), 0.0, 0.25, as_profile(1.0), lambda s, w: w, {})
     tensor([[0.5000, 0.5000, 0.5000],
             [0.5000, 0.5000, 0.5000]])
@@ -767,7 +767,7 @@ class GD(SGD):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import GD, as_profile
+    >>> from mfattn.flows.integrate import GD, as_profile
     >>> GD().step(torch.ones(1, 2), 0.0, 0.25, as_profile(2.0), lambda s, w: w, {})   # 1 - 2 h zeta
     tensor([[0., 0.]])
     """
@@ -797,7 +797,7 @@ class RK4(Stepper):
     Examples
     --------
     >>> import math, torch
-    >>> from mfattn.integrate import RK4, as_profile
+    >>> from mfattn.flows.integrate import RK4, as_profile
     >>> w = RK4().step(torch.ones(1, 1, dtype=torch.float64), 0.0, 0.1, as_profile(0.5), lambda s, w: w, {})
     >>> abs(float(w) - math.exp(-0.1)) < 1e-7   # dw/dt = -w
     True
@@ -826,7 +826,7 @@ class HeavyBall(Stepper):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import HeavyBall, as_profile
+    >>> from mfattn.flows.integrate import HeavyBall, as_profile
     >>> hb, w = HeavyBall(momentum=0.5), torch.ones(1, 1)
     >>> state = hb.init_state(w)
     >>> for k in range(2):                                  # b = 2, then 0.5 * 2 + 2 = 3
@@ -877,7 +877,7 @@ class Kinetic(Stepper):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import Kinetic, as_profile
+    >>> from mfattn.flows.integrate import Kinetic, as_profile
     >>> kin, w = Kinetic(friction=2.0), torch.ones(1, 1, dtype=torch.float64)
     >>> state = kin.init_state(w)
     >>> for k in range(2):          # grad Phi = 1, 2 zeta = 1: p = -0.1, then 0.8 * (-0.1) - 0.1
@@ -919,7 +919,7 @@ class Adam(Stepper):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import Adam, as_profile
+    >>> from mfattn.flows.integrate import Adam, as_profile
     >>> adam, w = Adam(eps=1e-12), torch.zeros(1, 2, dtype=torch.float64)
     >>> w = adam.step(w, 0.0, 0.1, as_profile(1.0), lambda s, x: torch.tensor([[3.0, -0.5]]).double(), adam.init_state(w))
     >>> w.tolist()                  # the first step moves every coordinate by h, against the gradient's sign
@@ -968,7 +968,7 @@ def record_grid(T, record_every, step, name):
 
 def check_start(model: ParticleModel, data, heads0, weights):
     if not isinstance(model, ParticleModel):
-        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.particles.ParticleModel")
+        raise ValueError("model: expected a mfattn.HeadModel or another mfattn.models.particles.ParticleModel")
     data = model.check_data(data)
     heads0, weights = model.check_measure(heads0, weights, "heads0")
     return data, heads0, weights
@@ -1087,8 +1087,8 @@ def integrate(
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import integrate
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.integrate import integrate
+    >>> from mfattn.models.tasks import example
     >>> model, data, h0, _ = example()
     >>> runs = {name: integrate(model, data, h0, stepper=name, step=0.125, T=1.0,
     ...                         record_every=0.5, batch_size=None, progress=False)

@@ -68,9 +68,9 @@ def kinetic_balance(run: Run) -> dict:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.integrate import Kinetic, integrate
-    >>> from mfattn.optimizers import kinetic_balance
-    >>> from mfattn.tasks import example
+    >>> from mfattn.flows.integrate import Kinetic, integrate
+    >>> from mfattn.flows.optimizers import kinetic_balance
+    >>> from mfattn.models.tasks import example
     >>> model, data, h0, _ = example()
     >>> def worst(h):
     ...     run = integrate(model, data, h0, stepper=Kinetic(friction=2.0), step=h, T=1.0,
@@ -126,7 +126,7 @@ def heavy_ball_time(t, momentum: float):
 
     Examples
     --------
-    >>> from mfattn.optimizers import heavy_ball_time
+    >>> from mfattn.flows.optimizers import heavy_ball_time
     >>> heavy_ball_time(0.2, 0.9)
     2.0000000000000004
     """
@@ -167,7 +167,7 @@ def adam_on_risk(N: int, *, eps: float, beta1: float = 0.9, beta2: float = 0.999
 
     Examples
     --------
-    >>> from mfattn.optimizers import adam_on_risk
+    >>> from mfattn.flows.optimizers import adam_on_risk
     >>> adam_on_risk(64, eps=1e-8, zeta=0.5)
     Adam(beta1=0.9, beta2=0.999, eps=6.4e-07)
     """
@@ -217,7 +217,7 @@ def adam_speed(grad, x) -> np.ndarray:
 
     Examples
     --------
-    >>> from mfattn.optimizers import adam_speed
+    >>> from mfattn.flows.optimizers import adam_speed
     >>> adam_speed([1.0, -1.0, 0.0], [0.0, 1.0]).tolist()         # zeros do not move at all
     [1.0, 0.5]
     """
@@ -253,7 +253,7 @@ def adam_crossover(grad, level: float = 0.5) -> float:
 
     Examples
     --------
-    >>> from mfattn.optimizers import adam_crossover
+    >>> from mfattn.flows.optimizers import adam_crossover
     >>> round(adam_crossover([2.0, 2.0]), 12)                  # 2 / (2 + x) = 1/2
     2.0
     """
@@ -293,7 +293,7 @@ def crossing(x, y, level: float) -> float:
 
     Examples
     --------
-    >>> from mfattn.optimizers import crossing
+    >>> from mfattn.flows.optimizers import crossing
     >>> crossing([1, 4, 16], [1.0, 0.8, 0.2], 0.4)                # between 4 and 16, log-linear
     8.0
     """

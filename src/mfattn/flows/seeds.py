@@ -49,7 +49,7 @@ def stream_seed(seed: int, name) -> int:
 
     Examples
     --------
-    >>> from mfattn.seeds import stream_seed
+    >>> from mfattn.flows.seeds import stream_seed
     >>> stream_seed(0, "init") == stream_seed(0, "init"), stream_seed(0, "init") == stream_seed(1, "init")
     (True, False)
     """
@@ -76,7 +76,7 @@ def stream(seed: int, name, *, device="cpu") -> torch.Generator:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.seeds import stream
+    >>> from mfattn.flows.seeds import stream
     >>> a = torch.rand(2, generator=stream(4, ("replicate", 0)))
     >>> bool((a == torch.rand(2, generator=stream(4, ("replicate", 0)))).all())
     True
@@ -99,7 +99,7 @@ def streams(seed: int, *names, device="cpu") -> dict:
 
     Examples
     --------
-    >>> from mfattn.seeds import streams
+    >>> from mfattn.flows.seeds import streams
     >>> sorted(streams(0, "init", "batches"))
     ['batches', 'init']
     """

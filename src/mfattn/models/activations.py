@@ -41,13 +41,13 @@ class Activation(NamedTuple):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.activations import Activation
+    >>> from mfattn.models.activations import Activation
     >>> square = Activation("square", lambda u: u * u, lambda u: 2 * u, lambda u: u**3 / 3)
     >>> u = torch.tensor([-3.0, 0.0, 3.0], dtype=torch.float64)
     >>> square.name, square.f(u).tolist(), square.df(u).tolist(), square.primitive(u).tolist()
     ('square', [9.0, 0.0, 9.0], [-6.0, 0.0, 6.0], [-9.0, 0.0, 9.0])
     >>> import pickle
-    >>> from mfattn.activations import get_activation
+    >>> from mfattn.models.activations import get_activation
     >>> pickle.loads(pickle.dumps(get_activation("gelu"))) is get_activation("gelu")
     True
     """
@@ -111,7 +111,7 @@ def get_activation(name: str) -> Activation:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.activations import get_activation
+    >>> from mfattn.models.activations import get_activation
     >>> gelu = get_activation("gelu")
     >>> u = torch.linspace(-2.0, 2.0, 5, dtype=torch.float64, requires_grad=True)
     >>> (dSigma,) = torch.autograd.grad(gelu.primitive(u).sum(), u)  # the primitive's derivative

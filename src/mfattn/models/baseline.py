@@ -48,7 +48,7 @@ class PractitionerAttention(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.baseline import PractitionerAttention
+    >>> from mfattn.models.baseline import PractitionerAttention
     >>> net = PractitionerAttention(5, n_heads=3, head_dim=2, generator=torch.Generator().manual_seed(0))
     >>> net(torch.tensor([[0, 4, 2, 1]])).shape  # (batch, positions, vocabulary)
     torch.Size([1, 4, 5])
@@ -91,7 +91,7 @@ class PractitionerAttention(nn.Module):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.baseline import PractitionerAttention
+        >>> from mfattn.models.baseline import PractitionerAttention
         >>> net = PractitionerAttention(4, n_heads=2, head_dim=2, generator=torch.Generator().manual_seed(0))
         >>> z = net(torch.tensor([[1, 2, 3]]))
         >>> bool(torch.allclose(net(torch.tensor([[1, 2, 0]]))[:, :2], z[:, :2]))  # causal
@@ -130,7 +130,7 @@ def parameter_count(kind: str, *, n_heads: int, head_dim: int, d_x: int = 8, voc
 
     Examples
     --------
-    >>> from mfattn.baseline import parameter_count
+    >>> from mfattn.models.baseline import parameter_count
     >>> parameter_count("mean-field", n_heads=16, head_dim=2), parameter_count("practitioner", n_heads=16, head_dim=2)
     (1024, 5952)
     """
@@ -178,7 +178,7 @@ def train_practitioner(net: PractitionerAttention, tokens: torch.Tensor, targets
     Examples
     --------
     >>> import torch
-    >>> from mfattn.baseline import PractitionerAttention, train_practitioner
+    >>> from mfattn.models.baseline import PractitionerAttention, train_practitioner
     >>> g = torch.Generator().manual_seed(0)
     >>> net = PractitionerAttention(4, n_heads=2, head_dim=2, generator=g)
     >>> x = torch.randint(4, (8, 5), generator=g)

@@ -36,7 +36,7 @@ class Dataset:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.data import Dataset
+    >>> from mfattn.models.data import Dataset
     >>> g = torch.Generator().manual_seed(0)
     >>> X = torch.randn(4, 3, 2, generator=g, dtype=torch.float64)
     >>> Y = torch.softmax(torch.randn(4, 3, 5, generator=g, dtype=torch.float64), dim=-1)
@@ -97,7 +97,7 @@ class Dataset:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.data import Dataset
+        >>> from mfattn.models.data import Dataset
         >>> g = torch.Generator().manual_seed(0)
         >>> X = torch.randn(4, 3, 2, generator=g, dtype=torch.float64)
         >>> Y = torch.softmax(torch.randn(4, 3, 5, generator=g, dtype=torch.float64), dim=-1)
@@ -129,7 +129,7 @@ class Dataset:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.data import Dataset
+        >>> from mfattn.models.data import Dataset
         >>> g = torch.Generator().manual_seed(0)
         >>> X = torch.randn(4, 3, 2, generator=g, dtype=torch.float64)
         >>> Y = torch.softmax(torch.randn(4, 3, 5, generator=g, dtype=torch.float64), dim=-1)

@@ -65,8 +65,8 @@ class ShardedHeadModel(HeadModel):
     :func:`init`), so the lines marked ``+SKIP`` are not run as doctests. Launched on two
     processes, each holds half of a teacher's heads and gets the risk of the whole measure:
 
-    >>> from mfattn.distributed import ShardedHeadModel, init, shard_slice
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.models.distributed import ShardedHeadModel, init, shard_slice
+    >>> from mfattn.models.tasks import teacher_task
     >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, n_teacher=4, seed=0)
     >>> rank, world, device = init("cpu")  # doctest: +SKIP
     >>> model = ShardedHeadModel.from_model(task.model)  # doctest: +SKIP
@@ -80,13 +80,13 @@ class ShardedHeadModel(HeadModel):
     >>> ShardedHeadModel.from_model(task.model)
     Traceback (most recent call last):
     ...
-    ValueError: group: torch.distributed is not initialised (call mfattn.distributed.init())
+    ValueError: group: torch.distributed is not initialised (call mfattn.models.distributed.init())
     """
 
     def __init__(self, W_out: torch.Tensor, d_k: int, *, group=None, **kwargs):
         super().__init__(W_out, d_k, **kwargs)
         if not dist.is_initialized():
-            raise ValueError("group: torch.distributed is not initialised (call mfattn.distributed.init())")
+            raise ValueError("group: torch.distributed is not initialised (call mfattn.models.distributed.init())")
         self.group = group
 
     @classmethod
@@ -109,8 +109,8 @@ class ShardedHeadModel(HeadModel):
         --------
         The lines marked ``+SKIP`` need an initialised process group (torchrun and :func:`init`):
 
-        >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.distributed import ShardedHeadModel, init
+        >>> from mfattn.models.tasks import example
         >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
         >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
@@ -140,8 +140,8 @@ class ShardedHeadModel(HeadModel):
         The lines marked ``+SKIP`` need an initialised process group (torchrun and :func:`init`):
 
         >>> import torch
-        >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.distributed import ShardedHeadModel, init
+        >>> from mfattn.models.tasks import example
         >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
         >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
@@ -172,8 +172,8 @@ class ShardedHeadModel(HeadModel):
         on two processes:
 
         >>> import torch
-        >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.distributed import ShardedHeadModel, init
+        >>> from mfattn.models.tasks import example
         >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
         >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
@@ -207,8 +207,8 @@ class ShardedHeadModel(HeadModel):
         The lines marked ``+SKIP`` need an initialised process group (torchrun and :func:`init`);
         on two processes holding 3 and 2 heads:
 
-        >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.distributed import ShardedHeadModel, init
+        >>> from mfattn.models.tasks import example
         >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
         >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
@@ -244,8 +244,8 @@ class ShardedHeadModel(HeadModel):
         on two processes holding 3 and 2 heads:
 
         >>> import torch
-        >>> from mfattn.distributed import ShardedHeadModel, init
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.distributed import ShardedHeadModel, init
+        >>> from mfattn.models.tasks import example
         >>> plain = example().model
         >>> rank, world, device = init("cpu")  # doctest: +SKIP
         >>> model = ShardedHeadModel.from_model(plain)  # doctest: +SKIP
@@ -293,7 +293,7 @@ def init(device: str = "cpu") -> tuple[int, int, torch.device]:
     It must run under torchrun, so the lines marked ``+SKIP`` are not run as doctests; on two
     CPU processes:
 
-    >>> from mfattn.distributed import init
+    >>> from mfattn.models.distributed import init
     >>> rank, world, device = init("cpu")  # doctest: +SKIP
     >>> world, device  # doctest: +SKIP
     (2, device(type='cpu'))
@@ -336,7 +336,7 @@ def shard_slice(N: int, rank: int, world: int) -> slice:
 
     Examples
     --------
-    >>> from mfattn.distributed import shard_slice
+    >>> from mfattn.models.distributed import shard_slice
     >>> [shard_slice(7, rank, 3) for rank in range(3)]
     [slice(0, 3, None), slice(3, 5, None), slice(5, 7, None)]
     """
@@ -378,7 +378,7 @@ def gather_heads(local: torch.Tensor, N: int, group=None) -> torch.Tensor:
     The gathered tensor is the concatenation of the shards in rank order:
 
     >>> import torch
-    >>> from mfattn.distributed import gather_heads, init, shard_slice
+    >>> from mfattn.models.distributed import gather_heads, init, shard_slice
     >>> heads = torch.arange(10.0).reshape(5, 2)
     >>> rank, world, device = init("cpu")  # doctest: +SKIP
     >>> torch.equal(gather_heads(heads[shard_slice(5, rank, world)], 5), heads)  # doctest: +SKIP

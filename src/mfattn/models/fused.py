@@ -76,7 +76,7 @@ def available() -> bool:
 
     Examples
     --------
-    >>> from mfattn import fused
+    >>> from mfattn.models import fused
     >>> fused.available()
     True
     """
@@ -430,7 +430,7 @@ def plain(*tensors) -> bool:
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused
+    >>> from mfattn.models import fused
     >>> x = torch.zeros(2, dtype=torch.float64)
     >>> fused.plain(x), fused.plain(x.requires_grad_()), fused.plain(x.detach().to(torch.float16))
     (True, False, False)
@@ -511,9 +511,9 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused
-    >>> from mfattn.model import HeadModel
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models import fused
+    >>> from mfattn.models.model import HeadModel
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, w = example()
     >>> torch_path = HeadModel(model.W_out, d_k=2, fused=False)
     >>> z = fused.head_sum(data.X, heads, w, 2) @ model.W_out
@@ -570,8 +570,8 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models import fused
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, w = example()
     >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
     >>> grad, phi = fused.head_pass(data.X, G, heads, 2)
@@ -623,7 +623,7 @@ def token_sums(X: torch.Tensor, beta: torch.Tensor):
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused
+    >>> from mfattn.models import fused
     >>> X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64)
     >>> S, Z = fused.token_sums(X, torch.tensor([2.0], dtype=torch.float64))
     >>> bool(torch.allclose(Z, torch.full((1, 2), 1 + torch.e ** -2, dtype=torch.float64)))
@@ -673,7 +673,7 @@ def token_velocity(X: torch.Tensor, beta: torch.Tensor, normalized: torch.Tensor
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused
+    >>> from mfattn.models import fused
     >>> X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64)
     >>> one, a = torch.ones(1, dtype=torch.float64), torch.eye(2, dtype=torch.float64)
     >>> V, Z = fused.token_velocity(X, one, torch.tensor([False]), 0 * one, one, a, one.expand(2), "relu")
@@ -704,7 +704,7 @@ def compile_seconds() -> dict:
 
     Examples
     --------
-    >>> from mfattn import fused
+    >>> from mfattn.models import fused
     >>> r = fused.compile_seconds()
     >>> r["seconds"] >= 0
     True

@@ -73,7 +73,7 @@ def interpreted() -> bool:
     Examples
     --------
     >>> import os
-    >>> from mfattn import fused_cuda
+    >>> from mfattn.models import fused_cuda
     >>> fused_cuda.interpreted() == (os.environ.get("TRITON_INTERPRET") == "1")
     True
     """
@@ -90,7 +90,7 @@ def available() -> bool:
 
     Examples
     --------
-    >>> from mfattn import fused_cuda
+    >>> from mfattn.models import fused_cuda
     >>> isinstance(fused_cuda.available(), bool)
     True
     """
@@ -115,7 +115,7 @@ def plain(*tensors) -> bool:
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused_cuda
+    >>> from mfattn.models import fused_cuda
     >>> fused_cuda.plain(torch.zeros(2, dtype=torch.float64))  # a CPU tensor
     False
     """
@@ -343,9 +343,9 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused_cuda
-    >>> from mfattn.model import HeadModel
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models import fused_cuda
+    >>> from mfattn.models.model import HeadModel
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, w = example()
     >>> fused_cuda.head_sum(data.X, heads[:, :20], w, 2)
     Traceback (most recent call last):
@@ -412,8 +412,8 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     Examples
     --------
     >>> import torch
-    >>> from mfattn import fused_cuda
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models import fused_cuda
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, w = example()
     >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
     >>> fused_cuda.head_pass(data.X, G[:2], heads, 2)

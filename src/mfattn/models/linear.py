@@ -51,7 +51,7 @@ class LinearModel(ParticleModel):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.linear import linear_regression
+    >>> from mfattn.models.linear import linear_regression
     >>> model, data, m_star = linear_regression(d=3, n=20, generator=torch.Generator().manual_seed(0))
     >>> model
     LinearModel(d=3, dtype=torch.float64)
@@ -102,7 +102,7 @@ class LinearModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
         >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
         >>> model.check_heads(heads[:, :1], "omega0")
@@ -144,7 +144,7 @@ class LinearModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
         >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
         >>> risk, G, grad, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
@@ -174,7 +174,7 @@ class LinearModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
         >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
         >>> _, G, grad, _ = model.evaluate(data.X, data.Y, heads, w)
@@ -200,7 +200,7 @@ class LinearModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
         >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
         >>> _, G, _, _ = model.evaluate(data.X, data.Y, heads, w)
@@ -224,7 +224,7 @@ class LinearModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=6, generator=torch.Generator().manual_seed(0))
         >>> heads, w = torch.zeros(3, 2, dtype=torch.float64), torch.full((3,), 1 / 3, dtype=torch.float64)
         >>> torch.equal(model.features(data.X, m_star[None])[0], data.Y)   # noiseless targets
@@ -261,7 +261,7 @@ class LinearModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=3, n=20, generator=torch.Generator().manual_seed(0))
         >>> W = model.exact_flow(data, torch.zeros(2, 3, dtype=torch.float64), [0.0, 50.0])
         >>> bool(torch.allclose(W[-1], m_star.expand(2, 3), atol=1e-10))   # the flow reaches m*
@@ -322,7 +322,7 @@ def linear_regression(d: int, n: int, *, generator: torch.Generator, noise: floa
     Examples
     --------
     >>> import torch
-    >>> from mfattn.linear import linear_regression
+    >>> from mfattn.models.linear import linear_regression
     >>> model, data, m_star = linear_regression(d=3, n=5, generator=torch.Generator().manual_seed(0))
     >>> tuple(data.X.shape), tuple(data.Y.shape), tuple(m_star.shape)
     ((5, 3), (5, 1), (3,))

@@ -124,7 +124,7 @@ class HeadModel(ParticleModel):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.model import HeadModel
+    >>> from mfattn.models.model import HeadModel
     >>> g = torch.Generator().manual_seed(0)
     >>> model = HeadModel(torch.randn(3, 4, generator=g, dtype=torch.float64), d_k=2)
     >>> model
@@ -214,7 +214,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.model import HeadModel
+        >>> from mfattn.models.model import HeadModel
         >>> model = HeadModel(torch.ones(3, 4, dtype=torch.float64), d_k=2, chunk_size=8)
         >>> model32 = model.to(dtype=torch.float32)
         >>> model32.dtype, model32.W_out.dtype, model32.d_omega, model32.chunk_size
@@ -258,7 +258,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model = example().model
         >>> W_Q, W_K, W_V, W_O = model.unpack(torch.arange(24, dtype=torch.float64))
         >>> W_Q.shape, W_O.shape
@@ -299,7 +299,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, _, heads, _ = example()
         >>> bool(torch.equal(model.pack(*model.unpack(heads)), heads))
         True
@@ -330,7 +330,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model = example().model
         >>> model.check_heads(torch.zeros(5, 24, dtype=torch.float64)).shape
         torch.Size([5, 24])
@@ -366,7 +366,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model = example().model
         >>> model.check_X(torch.zeros(2, 5, 3, dtype=torch.float64)).shape
         torch.Size([2, 5, 3])
@@ -400,7 +400,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, _, _ = example()
         >>> model.check_data(data) is data
         True
@@ -439,7 +439,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> z = model.logits(data.X, heads)
         >>> model.loss(data.Y, z).shape
@@ -468,7 +468,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> H = model.loss_hessian(data.Y, model.logits(data.X, heads))
         >>> H.shape
@@ -505,7 +505,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.model import HeadModel
+        >>> from mfattn.models.model import HeadModel
         >>> model = HeadModel(torch.ones(3, 4, dtype=torch.float64), d_k=2, memory_budget=1 << 20)
         >>> model.chunks(1000, 50, 8), model.chunks(10, 50, 8)
         ((256, 1), (10, 25))
@@ -619,7 +619,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> out, (Q, K, V, A, AV, W_O) = model.forward(data.X, heads)
         >>> out.shape, Q.shape, A.shape
@@ -715,7 +715,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.models.tasks import teacher_task
         >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
         >>> X, Y = task.data.X, task.data.Y
         >>> r = task.model.pullback(X, Y, task.teacher_heads, task.teacher_weights)
@@ -755,7 +755,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> grad = model.grad_phi(data.X, data.Y, heads, w)
         >>> grad.shape
@@ -802,7 +802,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> risk, diss = model.risk_and_dissipation(data.X, data.Y, heads, w)
         >>> bool(torch.allclose(risk, model.risk(data, heads)))
@@ -855,14 +855,14 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> risk, G, grad, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
         >>> risk.shape, G.shape, grad.shape, phi.shape
         (torch.Size([]), torch.Size([4, 3, 3]), torch.Size([5, 24]), torch.Size([5]))
         >>> bool(torch.allclose(G, model.pullback(data.X, data.Y, heads, w) / (4 * 3)))
         True
-        >>> from mfattn.model import HeadModel
+        >>> from mfattn.models.model import HeadModel
         >>> streamed = HeadModel(model.W_out, 2, chunk_size=2, sample_chunk=1)  # the streamed path
         >>> bool(torch.allclose(streamed.evaluate(data.X, data.Y, heads, w, phi=True)[3], phi))
         True
@@ -913,7 +913,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> risk, grad, phi = model.risk_grad_phi(data.X, data.Y, heads, w)
         >>> grad.shape, bool(torch.allclose(phi, model.first_variation(data, heads, heads, w)))
@@ -953,7 +953,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> data_, query, heads_, w, G = model.prepare(data, heads, None)
         >>> query is heads, w.tolist(), G.shape
@@ -991,7 +991,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
         >>> q = heads[:2] + 0.1
@@ -1037,7 +1037,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> G = model.evaluate(data.X, data.Y, heads, w)[1]
         >>> q = heads[:2] + 0.1
@@ -1092,7 +1092,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()  # uniform weights w = 0.2
         >>> F = model.features(data.X, heads)
         >>> F.shape
@@ -1130,7 +1130,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> A = model.mean_attention(data.X, heads, w)
         >>> bool(torch.allclose(A, torch.einsum("i,ibqk->bqk", w, model.forward(data.X, heads)[1][3])))
@@ -1171,7 +1171,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import teacher_task
+        >>> from mfattn.models.tasks import teacher_task
         >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
         >>> z = task.model.logits(task.data.X, task.teacher_heads)
         >>> z.shape, bool(torch.allclose(torch.softmax(z, -1), task.data.Y))  # the teacher's labels
@@ -1208,7 +1208,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example, teacher_task
+        >>> from mfattn.models.tasks import example, teacher_task
         >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)  # example()'s task and its teacher
         >>> model, data, heads, _ = example()
         >>> round(float(model.risk(data, task.teacher_heads)), 4), round(task.optimal_risk, 4)
@@ -1247,7 +1247,7 @@ class HeadModel(ParticleModel):
         :math:`\Phi(q;\rho) - \int\Phi(\omega;\rho)\,\rho(d\omega)` at ``t = 0``:
 
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> q = heads[:1] + 0.5
         >>> phi_q = model.first_variation(data, q, heads)[0]
@@ -1283,7 +1283,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> q = (heads[:2] + 0.1).requires_grad_()
         >>> (auto,) = torch.autograd.grad(model.first_variation(data, q, heads).sum(), q)
@@ -1319,7 +1319,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> g = model.per_sample_grad_first_variation(data, heads, heads)
         >>> g.shape, bool(torch.allclose(g.mean(0), model.grad_first_variation(data, heads, heads)))
@@ -1353,7 +1353,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> model.stochastic_gradient(data.subset([0]), heads).shape
         torch.Size([5, 24])
@@ -1384,7 +1384,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example, teacher_task
+        >>> from mfattn.models.tasks import example, teacher_task
         >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)  # example()'s task and its teacher
         >>> model, data, heads, w = example()
         >>> grad = model.grad_first_variation(data, heads, heads, w)
@@ -1422,7 +1422,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> omega, v, eps = heads[0], heads[1], 1e-5
         >>> H = model.hessian_first_variation(data, omega, heads)
@@ -1456,7 +1456,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model = example().model
         >>> model.check_omega(torch.zeros(24, dtype=torch.float64)).shape
         torch.Size([24])
@@ -1505,7 +1505,7 @@ class HeadModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, _ = example()
         >>> omega, v, eps = heads[0], heads[1], 1e-5
         >>> H = model.translation_hessian(data, omega)
@@ -1565,8 +1565,8 @@ def require_heads(model, tool: str) -> "HeadModel":
     Examples
     --------
     >>> import torch
-    >>> from mfattn.model import require_heads
-    >>> from mfattn.linear import LinearModel
+    >>> from mfattn.models.model import require_heads
+    >>> from mfattn.models.linear import LinearModel
     >>> require_heads(LinearModel(3), "certificate")
     Traceback (most recent call last):
     ...
@@ -1574,6 +1574,6 @@ def require_heads(model, tool: str) -> "HeadModel":
     """
     if not isinstance(model, HeadModel):
         raise ValueError(f"model: {tool} is specific to attention heads (mfattn.HeadModel), got a "
-                         f"{type(model).__name__}; the dynamics (mfattn.integrate) and the i.i.d. construction "
-                         f"(mfattn.static.iid_construction) run on any mfattn.particles.ParticleModel")
+                         f"{type(model).__name__}; the dynamics (mfattn.flows.integrate) and the i.i.d. construction "
+                         f"(mfattn.analysis.static.iid_construction) run on any mfattn.models.particles.ParticleModel")
     return model

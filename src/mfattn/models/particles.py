@@ -75,7 +75,7 @@ def blocks(n: int, size: int):
 
     Examples
     --------
-    >>> from mfattn.particles import blocks
+    >>> from mfattn.models.particles import blocks
     >>> [(s.start, s.stop) for s in blocks(7, 3)]
     [(0, 3), (3, 6), (6, 7)]
     """
@@ -102,8 +102,8 @@ class ParticleModel:
 
     Examples
     --------
-    >>> from mfattn.particles import ParticleModel
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.particles import ParticleModel
+    >>> from mfattn.models.tasks import example
     >>> model = example().model
     >>> isinstance(model, ParticleModel), model.d_omega, model.dtype
     (True, 24, torch.float64)
@@ -141,7 +141,7 @@ class ParticleModel:
 
         Examples
         --------
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, _, _ = example()
         >>> model.check_data(data) is data
         True
@@ -175,7 +175,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model = example().model
         >>> heads = torch.zeros(5, model.d_omega, dtype=torch.float64)
         >>> model.check_heads(heads) is heads
@@ -222,7 +222,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> risk, G, grad, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
         >>> risk.shape, G.shape, grad.shape, phi.shape
@@ -255,7 +255,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> _, G, grad, _ = model.evaluate(data.X, data.Y, heads, w)
         >>> torch.allclose(model.grad_at(data.X, G, heads), grad)
@@ -287,7 +287,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> _, G, _, phi = model.evaluate(data.X, data.Y, heads, w, phi=True)
         >>> torch.allclose(model.phi_at(data.X, G, heads), phi)
@@ -320,7 +320,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> grad = model.grad_phi(data.X, data.Y, heads, w)
         >>> grad.shape
@@ -352,7 +352,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
         >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
         >>> tuple(model.features(data.X, heads).shape)
@@ -377,7 +377,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
         >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
         >>> z = torch.tensordot(torch.full((2,), 0.5, dtype=torch.float64), model.features(data.X, heads), 1)
@@ -404,7 +404,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
         >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
         >>> tuple(model.loss_hessian(data.Y, data.Y).shape)
@@ -430,7 +430,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
         >>> float(model.risk(data, torch.stack([m_star, m_star])))
         0.0
@@ -458,7 +458,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
         >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
         >>> phi = model.first_variation(data, heads, heads)    # -mean(y <omega, x>) when f = 0
@@ -490,7 +490,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
         >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
         >>> g = model.grad_first_variation(data, heads, heads)
@@ -520,7 +520,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.linear import linear_regression
+        >>> from mfattn.models.linear import linear_regression
         >>> model, data, m_star = linear_regression(d=2, n=8, generator=torch.Generator().manual_seed(0))
         >>> heads = torch.stack([m_star, -m_star])          # mean 0: f = 0
         >>> g = model.grad_first_variation(data, heads, heads)
@@ -558,7 +558,7 @@ class ParticleModel:
 
         Examples
         --------
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model, data, heads, w = example()
         >>> risk, diss = model.risk_and_dissipation(data.X, data.Y, heads, w)
         >>> round(float(risk), 4), round(float(diss), 4)
@@ -596,7 +596,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model = example().model
         >>> heads, weights = model.check_measure(torch.zeros(4, 24, dtype=torch.float64), None)
         >>> weights.tolist()
@@ -628,7 +628,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tasks import example
+        >>> from mfattn.models.tasks import example
         >>> model = example().model
         >>> heads = torch.zeros(2, model.d_omega, dtype=torch.float64)
         >>> model.check_weights(None, heads).tolist()
@@ -659,7 +659,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.particles import ParticleModel
+        >>> from mfattn.models.particles import ParticleModel
         >>> t = torch.ones(3)
         >>> ParticleModel().reduce(t) is t
         True
@@ -684,7 +684,7 @@ class ParticleModel:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.particles import ParticleModel
+        >>> from mfattn.models.particles import ParticleModel
         >>> w = torch.tensor([0.5, 0.5])
         >>> g = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
         >>> float(ParticleModel().weighted_sq_norm(w, g))

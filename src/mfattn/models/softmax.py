@@ -26,7 +26,7 @@ def softmax_jacobian(z: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.softmax import softmax_jacobian
+    >>> from mfattn.models.softmax import softmax_jacobian
     >>> J = softmax_jacobian(torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64))
     >>> J.shape
     torch.Size([1, 3, 3])
@@ -66,7 +66,7 @@ def cross_entropy(y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import math, torch
-    >>> from mfattn.softmax import cross_entropy
+    >>> from mfattn.models.softmax import cross_entropy
     >>> y = torch.tensor([[1.0, 0.0, 0.0], [0.2, 0.3, 0.5]], dtype=torch.float64)
     >>> z = torch.zeros(2, 3, dtype=torch.float64)
     >>> loss = cross_entropy(y, z)
@@ -98,7 +98,7 @@ def entropy(p: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> import math, torch
-    >>> from mfattn.softmax import entropy
+    >>> from mfattn.models.softmax import entropy
     >>> p = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
     >>> [round(float(v), 4) for v in entropy(p)], round(math.log(4), 4)
     ([1.3863, 0.0], 1.3863)

@@ -60,7 +60,7 @@ class Task:
 
     Examples
     --------
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.models.tasks import teacher_task
     >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
     >>> task.name, tuple(task.data.X.shape), tuple(task.data.Y.shape)
     ('teacher', (4, 3, 3), (4, 3, 4))
@@ -159,7 +159,7 @@ def teacher_task(
 
     Examples
     --------
-    >>> from mfattn.tasks import teacher_task
+    >>> from mfattn.models.tasks import teacher_task
     >>> task = teacher_task(n=4, L=3, d_x=3, d_k=2, d_v=4, seed=0)
     >>> task.model
     HeadModel(d_x=3, d_k=2, d_v=4, d_omega=24, dtype=torch.float64, device=cpu)
@@ -235,7 +235,7 @@ def markov_task(
 
     Examples
     --------
-    >>> from mfattn.tasks import markov_task
+    >>> from mfattn.models.tasks import markov_task
     >>> task = markov_task(n=4, L=3, d_x=3, vocab_size=5, seed=0)
     >>> tuple(task.data.X.shape), tuple(task.data.Y.shape), task.model.d_v
     ((4, 3, 3), (4, 3, 5), 5)
@@ -330,7 +330,7 @@ def text_corpus(split: str = "all", *, heldout: float = 0.1, alphabet: str = "ab
 
     Examples
     --------
-    >>> from mfattn.tasks import text_corpus
+    >>> from mfattn.models.tasks import text_corpus
     >>> ids, vocab = text_corpus()
     >>> train, _ = text_corpus("train")
     >>> heldout, _ = text_corpus("heldout")
@@ -404,7 +404,7 @@ def text_task(
 
     Examples
     --------
-    >>> from mfattn.tasks import text_task
+    >>> from mfattn.models.tasks import text_task
     >>> task = text_task(n=4, L=6, d_x=4, seed=0)
     >>> tuple(task.data.X.shape), tuple(task.data.Y.shape), len(task.vocab)
     ((4, 6, 4), (4, 6, 29), 29)
@@ -468,7 +468,7 @@ def make_task(name: str, **kwargs) -> Task:
 
     Examples
     --------
-    >>> from mfattn.tasks import make_task
+    >>> from mfattn.models.tasks import make_task
     >>> task = make_task("markov", n=2, L=3, d_x=3, vocab_size=4, seed=1)
     >>> task.name, tuple(task.data.Y.shape)
     ('markov', (2, 3, 4))
@@ -483,7 +483,7 @@ class Example(NamedTuple):
 
     Examples
     --------
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> ex = example()
     >>> ex._fields, float(ex.weights.sum())
     (('model', 'data', 'heads', 'weights'), 1.0)
@@ -510,7 +510,7 @@ def example() -> Example:
 
     Examples
     --------
-    >>> from mfattn.tasks import example
+    >>> from mfattn.models.tasks import example
     >>> model, data, heads, w = example()
     >>> model.d_omega, tuple(data.X.shape), tuple(heads.shape), w.tolist()
     (24, (4, 3, 3), (5, 24), [0.2, 0.2, 0.2, 0.2, 0.2])

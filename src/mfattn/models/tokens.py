@@ -68,7 +68,7 @@ class Perceptron:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import Perceptron
+    >>> from mfattn.models.tokens import Perceptron
     >>> a = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     >>> p = Perceptron(a, torch.tensor([2.0, -1.0], dtype=torch.float64))
     >>> x = torch.tensor([0.6, 0.8], dtype=torch.float64)
@@ -118,7 +118,7 @@ class Perceptron:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tokens import Perceptron
+        >>> from mfattn.models.tokens import Perceptron
         >>> p = Perceptron.sample(3, units=4, generator=torch.Generator().manual_seed(0))
         >>> tuple(p.directions.shape), tuple(p.scales.shape), p.activation
         ((4, 3), (4,), 'relu')
@@ -152,7 +152,7 @@ class Perceptron:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tokens import Perceptron
+        >>> from mfattn.models.tokens import Perceptron
         >>> p = Perceptron.sample(2, generator=torch.Generator().manual_seed(0)).to("cpu", activation="gelu")
         >>> p.activation, p.directions.device.type
         ('gelu', 'cpu')
@@ -176,7 +176,7 @@ class Perceptron:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tokens import Perceptron
+        >>> from mfattn.models.tokens import Perceptron
         >>> a = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
         >>> p = Perceptron(a, torch.tensor([2.0, -1.0], dtype=torch.float64))
         >>> X = torch.tensor([[0.6, 0.8], [-1.0, 0.0]], dtype=torch.float64)
@@ -202,7 +202,7 @@ class Perceptron:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tokens import Perceptron
+        >>> from mfattn.models.tokens import Perceptron
         >>> p = Perceptron.sample(3, generator=torch.Generator().manual_seed(0))
         >>> x = torch.tensor([-0.6, 0.0, -0.8], dtype=torch.float64, requires_grad=True)
         >>> p.potential(x).backward()
@@ -238,7 +238,7 @@ class TokenSystem:
 
     Examples
     --------
-    >>> from mfattn.tokens import TokenSystem
+    >>> from mfattn.models.tokens import TokenSystem
     >>> s = TokenSystem.grid([1.0, 4.0], sign=-1, normalized=True)
     >>> s.B, s.beta.tolist(), s.sign.tolist(), s.normalized.tolist(), s.mlp.tolist()
     (2, [1.0, 4.0], [-1.0, -1.0], [True, True], [0.0, 0.0])
@@ -296,7 +296,7 @@ class TokenSystem:
         Examples
         --------
         >>> import torch
-        >>> from mfattn.tokens import Perceptron, TokenSystem
+        >>> from mfattn.models.tokens import Perceptron, TokenSystem
         >>> p = Perceptron.sample(3, generator=torch.Generator().manual_seed(0))
         >>> s = TokenSystem.grid([0.5, 1.0, 2.0], mlp=True, perceptron=p)
         >>> s.B, s.mlp.tolist()
@@ -324,7 +324,7 @@ class TokenSystem:
 
         Examples
         --------
-        >>> from mfattn.tokens import TokenSystem
+        >>> from mfattn.models.tokens import TokenSystem
         >>> s = TokenSystem.concat([TokenSystem.grid([1.0, 2.0]), TokenSystem.grid([1.0], normalized=True)])
         >>> s.B, s.normalized.tolist()
         (3, [False, False, True])
@@ -368,7 +368,7 @@ class TokenSystem:
 
         Examples
         --------
-        >>> from mfattn.tokens import TokenSystem
+        >>> from mfattn.models.tokens import TokenSystem
         >>> s = TokenSystem.settings([("USA", "ascent", "none"), ("SA", "descent", "none")], [1.0, 4.0])
         >>> s.B, s.sign.tolist(), s.normalized.tolist()
         (4, [1.0, 1.0, -1.0, -1.0], [False, False, True, True])
@@ -408,7 +408,7 @@ class TokenSystem:
 
         Examples
         --------
-        >>> from mfattn.tokens import TokenSystem
+        >>> from mfattn.models.tokens import TokenSystem
         >>> TokenSystem.grid([1.0]).to("cpu").beta.device.type
         'cpu'
         """
@@ -462,7 +462,7 @@ def uniform_sphere(B: int, n: int, d: int, *, generator: torch.Generator, dtype=
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import uniform_sphere
+    >>> from mfattn.models.tokens import uniform_sphere
     >>> X = uniform_sphere(2, 5, 3, generator=torch.Generator().manual_seed(0))
     >>> tuple(X.shape), X.dtype
     ((2, 5, 3), torch.float64)
@@ -542,7 +542,7 @@ def velocity(X: torch.Tensor, system: TokenSystem) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import TokenSystem, uniform_sphere, velocity
+    >>> from mfattn.models.tokens import TokenSystem, uniform_sphere, velocity
     >>> X = uniform_sphere(2, 5, 3, generator=torch.Generator().manual_seed(0))
     >>> v = velocity(X, TokenSystem.grid([1.0, 4.0]))
     >>> tuple(v.shape), float((v * X).sum(-1).abs().max()) < 1e-12  # tangent
@@ -570,7 +570,7 @@ def energy(X: torch.Tensor, system: TokenSystem) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import TokenSystem, energy
+    >>> from mfattn.models.tokens import TokenSystem, energy
     >>> X = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]], dtype=torch.float64)  # one cluster
     >>> energy(X, TokenSystem.grid([2.0])).tolist()  # 1 / (2 beta)
     [0.25]
@@ -623,7 +623,7 @@ def step(X: torch.Tensor, system: TokenSystem, dt: float, method: str = "euler")
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import TokenSystem, energy, step, uniform_sphere
+    >>> from mfattn.models.tokens import TokenSystem, energy, step, uniform_sphere
     >>> X = uniform_sphere(1, 6, 3, generator=torch.Generator().manual_seed(0))
     >>> s = TokenSystem.grid([1.0])  # ascent of the energy
     >>> Y = step(X, s, 0.1, "rk4")
@@ -658,7 +658,7 @@ def cluster_threshold(beta, d: int, c: float = 0.5) -> np.ndarray:
 
     Examples
     --------
-    >>> from mfattn.tokens import cluster_threshold
+    >>> from mfattn.models.tokens import cluster_threshold
     >>> cluster_threshold([1.0, 4.0, 100.0], 3).tolist()  # the first is capped at pi / 6
     [0.5, 0.25, 0.05]
     """
@@ -695,7 +695,7 @@ def cluster_labels(X: torch.Tensor, threshold) -> tuple[torch.Tensor, torch.Tens
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import cluster_labels
+    >>> from mfattn.models.tokens import cluster_labels
     >>> a = torch.tensor([[4.0, 0.0, 2.0, 0.1, 2.05, 6.2]], dtype=torch.float64)
     >>> X = torch.stack([a.cos(), a.sin()], -1)  # angles on the circle
     >>> labels, counts = cluster_labels(X, 0.3)  # 6.2 and 0.0 are 0.083 apart
@@ -790,7 +790,7 @@ def anchored_counts(X: torch.Tensor, threshold) -> np.ndarray:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import anchored_counts, cluster_labels
+    >>> from mfattn.models.tokens import anchored_counts, cluster_labels
     >>> a = torch.tensor([[0.0, 0.2, 0.4, 0.6, 0.8, 3.0]], dtype=torch.float64)
     >>> X = torch.stack([a.cos(), a.sin()], -1)  # a diffuse arc and one far token
     >>> anchored_counts(X, 0.3).tolist(), cluster_labels(X, 0.3)[1].tolist()
@@ -847,7 +847,7 @@ def arc_mass(X: torch.Tensor, width) -> np.ndarray:
     Examples
     --------
     >>> import math, torch
-    >>> from mfattn.tokens import arc_mass
+    >>> from mfattn.models.tokens import arc_mass
     >>> ang = torch.tensor([[0.0, 0.1, 0.15, 2.0, 3.1, -3.1]], dtype=torch.float64)
     >>> X = torch.stack([torch.cos(ang), torch.sin(ang)], -1)
     >>> arc_mass(X, 0.2).tolist()  # {0, 0.1, 0.15}; the pair at +-3.1 is 2 pi - 6.2 = 0.083 apart
@@ -885,7 +885,7 @@ def cluster_masses(labels: torch.Tensor) -> list[np.ndarray]:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import cluster_masses
+    >>> from mfattn.models.tokens import cluster_masses
     >>> labels = torch.tensor([[0, 1, 2, 1, 2, 1], [0, 0, 0, 0, 0, 0]])
     >>> [m.round(3).tolist() for m in cluster_masses(labels)]
     [[0.5, 0.333, 0.167], [1.0]]
@@ -924,7 +924,7 @@ def theorem35_weight(beta) -> np.ndarray:
 
     Examples
     --------
-    >>> from mfattn.tokens import theorem35_weight
+    >>> from mfattn.models.tokens import theorem35_weight
     >>> [round(float(w), 4) for w in theorem35_weight([0.1, 1.0, 5.0])]
     [0.9048, 0.3679, 0.0067]
     """
@@ -962,7 +962,7 @@ def mass_bound(beta, perceptron: Perceptron) -> np.ndarray:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import Perceptron, mass_bound
+    >>> from mfattn.models.tokens import Perceptron, mass_bound
     >>> per = Perceptron(torch.eye(2, dtype=torch.float64), torch.tensor([0.5, -0.5], dtype=torch.float64))
     >>> [round(float(m), 3) for m in mass_bound([1.0, 5.0, 50.0], per)]  # C_theta = 2 * (0.5 + 0.5) = 2
     [1.521, 0.592, 0.574]
@@ -1008,7 +1008,7 @@ class TokenRun:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import TokenSystem, simulate, uniform_sphere
+    >>> from mfattn.models.tokens import TokenSystem, simulate, uniform_sphere
     >>> X0 = uniform_sphere(1, 4, 2, generator=torch.Generator().manual_seed(0))
     >>> run = simulate(X0, TokenSystem.grid([1.0]), dt=0.1, max_steps=30, snapshot_every=10,
     ...                keep_at=(0, 20), progress=False)
@@ -1070,7 +1070,7 @@ def simulate(X0: torch.Tensor, system: TokenSystem, *, dt: float, max_steps: int
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import TokenSystem, simulate, uniform_sphere
+    >>> from mfattn.models.tokens import TokenSystem, simulate, uniform_sphere
     >>> X0 = uniform_sphere(2, 8, 2, generator=torch.Generator().manual_seed(0))
     >>> run = simulate(X0, TokenSystem.grid([1.0, 25.0]), dt=0.1, max_steps=300, snapshot_every=20,
     ...                window=3, drift_tol=1e-3, progress=False)
@@ -1182,7 +1182,7 @@ def summarize(run: TokenRun, system: TokenSystem, *, dt: float, paths: bool = Fa
     Examples
     --------
     >>> import torch
-    >>> from mfattn.tokens import TokenSystem, simulate, summarize, uniform_sphere
+    >>> from mfattn.models.tokens import TokenSystem, simulate, summarize, uniform_sphere
     >>> s = TokenSystem.grid([1.0, 25.0])
     >>> run = simulate(uniform_sphere(2, 8, 2, generator=torch.Generator().manual_seed(0)), s, dt=0.1,
     ...                max_steps=300, snapshot_every=20, window=3, drift_tol=1e-3, progress=False)

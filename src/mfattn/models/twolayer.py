@@ -50,7 +50,7 @@ class RegressionData:
     Examples
     --------
     >>> import torch
-    >>> from mfattn.twolayer import RegressionData
+    >>> from mfattn.models.twolayer import RegressionData
     >>> X = torch.randn(5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     >>> data = RegressionData(X, X[:, :1] ** 2)
     >>> data.n, data.d, len(data)
@@ -106,7 +106,7 @@ class TwoLayerModel(ParticleModel):
     Examples
     --------
     >>> import torch
-    >>> from mfattn.twolayer import TwoLayerModel
+    >>> from mfattn.models.twolayer import TwoLayerModel
     >>> model = TwoLayerModel(3)
     >>> model
     TwoLayerModel(d=3, activation=tanh, d_omega=5, dtype=torch.float64)
@@ -160,7 +160,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import TwoLayerModel
+        >>> from mfattn.models.twolayer import TwoLayerModel
         >>> model = TwoLayerModel(3)
         >>> tuple(model.check_heads(torch.zeros(4, 5, dtype=torch.float64)).shape)
         (4, 5)
@@ -191,7 +191,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import RegressionData, TwoLayerModel
+        >>> from mfattn.models.twolayer import RegressionData, TwoLayerModel
         >>> data = RegressionData(torch.zeros(5, 3, dtype=torch.float64), torch.zeros(5, 1, dtype=torch.float64))
         >>> TwoLayerModel(3).check_data(data).n
         5
@@ -201,7 +201,7 @@ class TwoLayerModel(ParticleModel):
         ValueError: data.X: ...
         """
         if not isinstance(data, RegressionData):
-            raise ValueError(f"data: expected a mfattn.twolayer.RegressionData, got {type(data).__name__}")
+            raise ValueError(f"data: expected a mfattn.models.twolayer.RegressionData, got {type(data).__name__}")
         if data.X.dtype != self.dtype or data.X.device != self.device:
             raise ValueError(f"data: dtype/device {data.X.dtype}/{data.X.device} differ from the model's "
                              f"{self.dtype}/{self.device}")
@@ -233,7 +233,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import TwoLayerModel
+        >>> from mfattn.models.twolayer import TwoLayerModel
         >>> Y = torch.tensor([[1.0], [0.0]], dtype=torch.float64)
         >>> z = torch.tensor([[3.0], [0.5]], dtype=torch.float64)
         >>> TwoLayerModel(3).loss(Y, z).tolist()
@@ -259,7 +259,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import TwoLayerModel
+        >>> from mfattn.models.twolayer import TwoLayerModel
         >>> z = torch.zeros(4, 1, dtype=torch.float64)
         >>> H = TwoLayerModel(3).loss_hessian(z, z)
         >>> tuple(H.shape), bool((H == 1).all())
@@ -297,7 +297,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -339,7 +339,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -383,7 +383,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -420,7 +420,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -455,7 +455,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -489,7 +489,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -522,7 +522,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -554,7 +554,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -587,7 +587,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -623,7 +623,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -657,7 +657,7 @@ class TwoLayerModel(ParticleModel):
         Examples
         --------
         >>> import torch
-        >>> from mfattn.twolayer import teacher_regression
+        >>> from mfattn.models.twolayer import teacher_regression
         >>> g = torch.Generator().manual_seed(0)
         >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
         >>> heads = 0.5 * torch.randn(4, model.d_omega, generator=g, dtype=torch.float64)
@@ -704,7 +704,7 @@ def teacher_regression(d: int, n: int, *, m_teacher: int = 4, activation: str = 
     Examples
     --------
     >>> import torch
-    >>> from mfattn.twolayer import teacher_regression
+    >>> from mfattn.models.twolayer import teacher_regression
     >>> g = torch.Generator().manual_seed(0)
     >>> model, data, teacher = teacher_regression(3, 5, m_teacher=2, generator=g)
     >>> tuple(data.X.shape), tuple(data.Y.shape), tuple(teacher.shape)
