@@ -12,6 +12,7 @@ or the chapters uses one.
 """
 
 import ast
+import functools
 import importlib
 import json
 import re
@@ -33,9 +34,10 @@ def dotted(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
 
 
-def modules() -> set[str]:
-    """Every module and package below mfattn, dotted (``flows.dynamics``, ``flows``)."""
-    return {dotted(p) for p in PKG.rglob("*.py")}
+@functools.cache
+def modules() -> frozenset[str]:
+    """Every module and package below mfattn, dotted (``flows.dynamics``, ``flows``): read once."""
+    return frozenset(dotted(p) for p in PKG.rglob("*.py"))
 
 
 def imports(path: Path, package: str = "") -> set[str]:
