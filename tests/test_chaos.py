@@ -63,6 +63,34 @@ def test_linear_model_errors_equal_the_closed_form(linear):
     assert out["travel"] == pytest.approx(travel, rel=1e-9)
 
 
+def test_a_chapters_own_measurements_join_the_record(linear):
+    """``measure`` sees the trained run and both references; here the run's mean head at the end,
+    against the closed form m* + A^K (m_run - m*), and the references' risks at the start, against
+    the risk of their own draws."""
+    model, data, setup = linear
+    seen = {}
+
+    def measure(run, refs):
+        seen["refs"] = len(refs)
+        return {"mean_final": run.final.mean(0).tolist(), "ref_risk0": [float(r.risk[0]) for r in refs]}
+
+    s2 = ChaosSetup(model, data, draw=setup.draw, train=setup.train, measure=measure)
+    refs = [s2.reference(w, 50) for w in (1, 2)]
+    out = s2.point(refs, 6, 1)
+    X = data.X.numpy()
+    A = np.eye(4) - 2 * ZETA * H * X.T @ X / X.shape[0]
+    m_star = np.linalg.solve(X.T @ X, X.T @ data.Y.numpy().reshape(-1))
+    m_run = setup.draw(6, "heads", 1).numpy().mean(0)
+    expected = m_star + np.linalg.matrix_power(A, round(T / H)) @ (m_run - m_star)
+    np.testing.assert_allclose(out["mean_final"], expected, rtol=1e-9, atol=1e-12)
+    for w, r0 in zip((1, 2), out["ref_risk0"]):
+        assert r0 == pytest.approx(float(model.risk(data, setup.draw(50, "reference", w))), rel=1e-12)
+    assert seen["refs"] == 2 and "e_rms" in out
+    clash = ChaosSetup(model, data, draw=setup.draw, train=setup.train, measure=lambda run, refs: {"e_rms": 0.0})
+    with pytest.raises(ValueError, match="^measure: returned 'e_rms'"):
+        clash.point(refs, 6, 1)
+
+
 def test_heads_characteristics_agree_with_zero_weight_passengers():
     model, data, _, _ = example()
     ref_cloud = {w: torch.randn(40, model.d_omega, generator=stream(5, ("reference", w)), dtype=torch.float64)
@@ -213,6 +241,13 @@ def test_the_floor_dominates_whole_grid_points_never_single_runs():
     for n in Ns:                                     # one decision per N
         assert len(set(dom[N == n].tolist())) == 1
     assert dom[N == 512].all() and not dom[N < 512].any()
+    assert res.left_out("e_rms") == [512]
+    # the margin is the median over the median floor: 0.044/0.03 at 512 (below 2), 0.088/0.03 at 128
+    margin = res.margin("e_rms")
+    assert list(margin) == Ns
+    for n in Ns:
+        assert margin[n] == pytest.approx(np.median(n ** -0.5 * spread[Ns.index(n)]) / floor, rel=1e-12)
+    assert margin[512] < DOMINATED_BELOW < margin[128]
     # one factor per N, from the medians: a run far below the floor is scaled, never corrected to zero
     tiny = ChaosResult(rows + [{"N": 16, "e_rms": [0.0, 1e-3], "floor_e_rms": [0.0, floor]}]).corrected("e_rms")
     assert tiny.values[-1] > 0

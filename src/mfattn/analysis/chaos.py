@@ -171,6 +171,11 @@ class ChaosSetup:
         without it a point has no ``d24``/``d24_tags``.
     risks : bool, default True
         Also measure (25) against the reference risk and against the tagged characteristics.
+    measure : callable, optional
+        ``measure(run, refs) -> dict``: what else a chapter measures on each run (a risk on held-out
+        data, an attention pattern against the reference's), given the trained run and the two
+        references; its JSON-ready entries join the point's record. Their names must differ from
+        the point's own.
 
     Examples
     --------
@@ -200,6 +205,7 @@ class ChaosSetup:
     reference_train: Callable[..., Run] | None = None
     tests: tuple | None = None
     risks: bool = True
+    measure: Callable[..., dict] | None = None
 
     def reference(self, which: int, n_ref: int) -> Run:
         """The reference flow ``which`` (1, 2, ...): ``n_ref`` heads drawn from the stream
@@ -260,15 +266,15 @@ class ChaosSetup:
             JSON-ready: each quantity of :func:`chaos_errors` present (``e_max``, ``e_rms`` always;
             ``d24``, ``d24_tags`` with ``tests``; ``d25``, ``d25_tags`` with ``risks``) and its floor
             under ``floor_<quantity>``, each a list over the recording times; ``risk`` (the run's),
-            ``norm0``, the largest initial head norm (Assumption 3.2), and ``travel``, the RMS over
+            ``norm0``, the largest initial head norm (Assumption 3.2), ``travel``, the RMS over
             heads of the distance from the start to the last recording time (the scale on which the
-            errors are read).
+            errors are read), and the entries of ``measure``.
 
         Raises
         ------
         ValueError
-            Naming the argument that is invalid, or ``refs`` when their recording times differ from
-            the run's.
+            Naming the argument that is invalid, ``refs`` when their recording times differ from
+            the run's, or ``measure`` when it returns a name the point uses itself.
 
         Examples
         --------
@@ -317,6 +323,12 @@ class ChaosSetup:
             out["floor_d25"] = (b.risk - a.risk).abs().tolist()
             out["d25_tags"] = [abs(float(run.risk[j]) - risk_a[j]) for j in R]
             out["floor_d25_tags"] = [abs(rb - ra) for ra, rb in zip(risk_a, risk_b)]
+        if self.measure is not None:
+            extra = self.measure(run, refs)
+            clash = sorted(set(extra) & set(out) | set(extra) & {"N", "s"})
+            if clash:
+                raise ValueError(f"measure: returned {', '.join(map(repr, clash))}, names the point uses itself")
+            out.update(extra)
         return out
 
 
@@ -572,6 +584,63 @@ class ChaosResult:
             raise ValueError(f"quantity: the floor dominates {int(c.dominated.sum())} of {len(keep)} runs of "
                              f"{quantity!r}; too few are left to fit (a larger reference lowers the floor)")
         return loglog_fit(self.N[keep], c.values[keep], level=level)
+
+    def left_out(self, quantity: str, *, upto: int | None = None) -> list:
+        """The numbers of heads that :meth:`fit` leaves out, the floor dominating there.
+
+        Parameters
+        ----------
+        quantity : str
+            One of :data:`QUANTITIES` that the runs measured.
+        upto : int, optional
+            The last recording time's index (``0`` is the start); all by default.
+
+        Returns
+        -------
+        list of int
+            Sorted; empty when every ``N`` is fitted.
+
+        Examples
+        --------
+        >>> from mfattn.analysis.chaos import ChaosResult
+        >>> res = ChaosResult([{"N": N, "e_rms": [0.0, 2 / N ** 0.5, 1 / N ** 0.5], "floor_e_rms": [0.0, 0.01, 0.2]}
+        ...                    for N in (4, 16, 64, 256)])
+        >>> res.left_out("e_rms"), res.left_out("e_rms", upto=1)
+        ([64, 256], [])
+        """
+        return sorted({int(n) for n in self.N[self.corrected(quantity, upto=upto).dominated]})
+
+    def margin(self, quantity: str, *, upto: int | None = None) -> dict:
+        """Per number of heads, how far the raw supremum lies above the floor: the median raw value
+        over the median floor (:meth:`corrected` leaves an ``N`` out below :data:`DOMINATED_BELOW`).
+
+        Parameters
+        ----------
+        quantity : str
+            One of :data:`QUANTITIES` that the runs measured.
+        upto : int, optional
+            The last recording time's index (``0`` is the start); all by default.
+
+        Returns
+        -------
+        dict of int to float
+            In increasing ``N``; ``inf`` where the floor is zero.
+
+        Examples
+        --------
+        >>> from mfattn.analysis.chaos import ChaosResult
+        >>> res = ChaosResult([{"N": N, "e_rms": [0.0, 2 / N ** 0.5, 1 / N ** 0.5], "floor_e_rms": [0.0, 0.01, 0.2]}
+        ...                    for N in (4, 16, 64, 256)])
+        >>> {n: round(m, 3) for n, m in res.margin("e_rms").items()}
+        {4: 5.0, 16: 2.5, 64: 1.25, 256: 0.625}
+        """
+        raw, floor = self.sup(quantity, upto=upto), self.floor(quantity, upto=upto)
+        out = {}
+        for n in np.unique(self.N):
+            at = self.N == n
+            f = float(np.median(floor[at]))
+            out[int(n)] = float(np.median(raw[at])) / f if f > 0 else math.inf
+        return out
 
     def dominated_share(self, quantity: str, *, upto: int | None = None) -> float:
         """The fraction of runs whose ``quantity`` the floor dominates.
