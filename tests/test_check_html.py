@@ -27,6 +27,7 @@ CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <div class="cell_output"><figure><img src="a.png" alt="a red square on white">
 <figcaption>Figure 1: what to see.</figcaption></figure>
 <pre>a short printed line</pre></div>
+<div class="cell_output"><pre style="width:200px;white-space:pre-wrap;overflow-wrap:anywhere">slope -0.52 [-0.61, -0.43] at 16 steps, then -0.38 [-0.47, -0.29] at 64 steps</pre></div>
 <table style="width:100%"><tr><td>a</td><td>b</td></tr></table>
 <table style="width:300px;table-layout:fixed"><tr><td style="width:60px">a long-winded word</td><td>b</td></tr></table>
 <p>a price of $5 and $6 is not math, nor is <code>$x$</code></p>
@@ -83,13 +84,17 @@ FAULTS = {
     "myst_role": '<p>from {math}<code class="docutils literal notranslate">t=200</code> on</p>',
     "enotation": "<p>the gap falls to 5.5e-04 at the largest N</p>",
     "too_tall": '<div style="height:46000px"></div>',
+    # a printout wider than the column, wrapped by the stylesheet inside a number
+    "split_number": '<div class="cell_output"><pre style="width:24ch;white-space:pre-wrap;overflow-wrap:anywhere">'
+                    "slope at the end: 1.96e-02, floor 3.1e-03</pre></div>",
 }
 EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "request", "math": "math",
                  "tex_in_text": "math", "alt": "alt", "alt_is_path": "alt", "caption": "caption", "wide": "width",
                  "cut_output": "width", "dollar_tex": "math", "broken_number": "table", "caption_name": "caption",
                  "bare_true": "repr", "true_in_sentence": "repr", "float_dump": "repr",
                  "frozen_animation": "animation", "animation_caption": "caption", "scrolled_code": "width",
-                 "myst_role": "myst", "enotation": "enotation", "too_tall": "height"}
+                 "myst_role": "myst", "enotation": "enotation", "too_tall": "height",
+                 "split_number": "split"}
 
 
 @pytest.fixture(scope="module")

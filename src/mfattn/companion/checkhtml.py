@@ -14,6 +14,8 @@ page and MathJax have finished, the checker fails on
   caption that shows a parameter's name in code (``n_cloud``) where its value belongs;
 * ``table``: a word or a number broken across lines in a table cell (a cell narrower than its
   longest word);
+* ``split``: a number broken across two lines in an output or in the prose (a printed line
+  longer than the column, wrapped at the ``-`` of ``1.96e-02``): the reader sees two numbers;
 * ``repr``: an output line that is a bare Python value (``True``, ``None``, ``tensor(...)``, an
   object's address, a float printed to eight or more decimals, ``True`` in a sentence);
 * ``animation``: an animation (matplotlib's ``to_jshtml`` player) whose frames do not advance when
@@ -146,6 +148,31 @@ async () => {
         break;
       }
     }
+  }
+  // outputs and prose: a number that the page breaks across two lines ("1.96e-" / "02"), which a
+  // reader then reads as two numbers (tables have their own check above)
+  const NUMBER = /[-\u2212+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?/gi;
+  const splitIn = (root) => {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      if (n.parentElement.closest('mjx-container, td, th')) continue;
+      // code in the prose (a docstring's example, a code chip) wraps by the stylesheet's design
+      if (root.tagName !== 'PRE' && n.parentElement.closest('pre, code')) continue;
+      for (const m of n.textContent.matchAll(NUMBER)) {
+        if (m[0].length < 3) continue;
+        const r = document.createRange();
+        r.setStart(n, m.index);
+        r.setEnd(n, m.index + m[0].length);
+        const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+        if (tops.size > 1) return m[0];
+      }
+    }
+    return null;
+  };
+  for (const el of col.querySelectorAll('.cell_output pre, .output pre, p, li, dd, figcaption')) {
+    if (el.closest('.cell_input') || (el.tagName !== 'PRE' && el.closest('pre'))) continue;
+    const broken = splitIn(el);
+    if (broken) faults.push(['split', `"${broken}" broken across lines: ` + describe(el)]);
   }
   // images
   for (const img of col.querySelectorAll('img')) {

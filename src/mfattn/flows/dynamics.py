@@ -87,7 +87,10 @@ def sgd(
     heads0 : Tensor (N, d_omega)
         Initial heads :math:`\omega^0`, model's dtype and device.
     eps : float
-        Step size :math:`\varepsilon`; ``record_every`` must be a whole number of steps.
+        Step size :math:`\varepsilon`; ``record_every`` must be a whole number of steps. It keeps the
+        paper's symbol of (19), where :math:`\varepsilon` is both the step and the time a step
+        stands for; :func:`~mfattn.flows.integrate.integrate`, which serves every stepper, calls
+        the same number ``step``.
     T : float
         Final time (``T / eps`` steps); a whole number of ``record_every``.
     record_every : float
@@ -149,7 +152,7 @@ def sgd(
 def reference_flow(
     model: ParticleModel,
     data,
-    particles0: torch.Tensor,
+    heads0: torch.Tensor,
     *,
     T: float,
     step: float,
@@ -162,7 +165,7 @@ def reference_flow(
     progress: bool = True,
 ) -> Run:
     r"""Integrate the characteristics (21), :math:`\dot W = -2\zeta(t)\nabla\Phi(W;\rho_t)`, of the
-    reference population ``particles0`` (uniform weights) with step ``step`` up to ``T``.
+    reference population ``heads0`` (uniform weights) with step ``step`` up to ``T``.
 
     The population's empirical measure stands for :math:`\rho_t`; its own sampling error is of
     order ``N_ref^{-1/2}`` and sets the floor of any comparison with it. (Started from an empirical
@@ -184,8 +187,9 @@ def reference_flow(
         The model, e.g. a :class:`~mfattn.models.model.HeadModel`.
     data : dataset object
         The model's dataset, in the model's dtype and device.
-    particles0 : Tensor (N_ref, d_omega)
-        The reference population at ``t = 0`` (uniform weights).
+    heads0 : Tensor (N_ref, d_omega)
+        The reference population at ``t = 0`` (uniform weights); the name is :func:`sgd`'s and
+        :func:`~mfattn.flows.integrate.integrate`'s.
     T : float
         Final time; a whole number of ``record_every``.
     step : float
@@ -237,8 +241,8 @@ def reference_flow(
     >>> tags.shape   # (steps, Runge-Kutta stages, n, L, d_x)
     torch.Size([4, 4, 4, 3, 3])
     """
-    check_start(model, data, particles0, None)
-    return integrate(model, data, particles0, stepper="rk4", step=step, T=T, record_every=record_every, zeta=zeta,
+    check_start(model, data, heads0, None)
+    return integrate(model, data, heads0, stepper="rk4", step=step, T=T, record_every=record_every, zeta=zeta,
                      batch_size=None, keep=keep, dissipation=True, statistics=statistics, keep_stages=keep_stages,
                      keep_at=keep_at, progress=progress, desc="reference flow")
 
