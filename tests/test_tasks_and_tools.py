@@ -120,6 +120,13 @@ def test_loglog_fit_recovers_exact_and_noisy_power_laws():
         loglog_fit(x, -x)
     with pytest.raises(ValueError, match="^x"):
         loglog_fit([1, 2], [1, 2])
+    # the printed form: the slope and both ends, parsed back, within half a unit of the last digit
+    text = fit.text(digits=4)
+    slope, lo, hi = (float(v) for v in text.replace("[", "").replace("]", "").replace(",", "").split())
+    for shown, exact in ((slope, fit.slope), (lo, fit.slope_lo), (hi, fit.slope_hi)):
+        assert abs(shown - exact) <= 0.5e-4
+    with pytest.raises(ValueError, match="^digits"):
+        fit.text(digits=-1)
 
 
 def test_profiles_and_verdicts(capsys):

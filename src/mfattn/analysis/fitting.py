@@ -71,6 +71,35 @@ class LogLogFit(NamedTuple):
         """
         return np.exp(self.intercept) * np.asarray(x, dtype=float) ** self.slope
 
+    def text(self, digits: int = 3) -> str:
+        """The slope and its interval as a printout shows them, signed: ``-0.489 [-0.559, -0.418]``.
+
+        Parameters
+        ----------
+        digits : int, default 3
+            Decimals, ``>= 0``.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        ValueError
+            Naming ``digits`` when it is negative or not an integer.
+
+        Examples
+        --------
+        >>> from mfattn.analysis.fitting import LogLogFit
+        >>> LogLogFit(slope=-0.4891, intercept=0.0, slope_lo=-0.5594, slope_hi=0.0312, level=0.95, n=9).text()
+        '-0.489 [-0.559, +0.031]'
+        >>> LogLogFit(-0.4891, 0.0, -0.5594, 0.0312, 0.95, 9).text(digits=2)
+        '-0.49 [-0.56, +0.03]'
+        """
+        if not isinstance(digits, int) or isinstance(digits, bool) or digits < 0:
+            raise ValueError(f"digits: expected an integer >= 0, got {digits!r}")
+        return f"{self.slope:+.{digits}f} [{self.slope_lo:+.{digits}f}, {self.slope_hi:+.{digits}f}]"
+
     def contains(self, slope: float) -> bool:
         """Whether ``slope`` lies in the confidence interval ``[slope_lo, slope_hi]``.
 
