@@ -242,3 +242,57 @@ def test_the_science_folders_are_layered():
             if there in FOLDERS and FOLDERS.index(there) > FOLDERS.index(here):
                 upward.add((m, d))
     assert upward <= ALLOWED_UPWARD, sorted(upward - ALLOWED_UPWARD)
+
+
+def private_reaches(path: Path, package: str = "") -> list[str]:
+    """Where the module at ``path`` uses another package module's private name (``_name``, not a
+    dunder): imported from it (``from .runner import _resolve``), or read as an attribute of a name
+    bound to it (``fused._threads``). The private module ``_checks`` is the package's own glue and
+    is imported by name; what it defines is public to the package."""
+    known, found = modules(), []
+    own = dotted(path) if PKG in path.resolve().parents else ""
+    tree = ast.parse(path.read_text())
+    bound = {}  # local name -> the package module it stands for
+    private = lambda n: n.startswith("_") and not n.startswith("__")  # noqa: E731
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level >= 1:
+                base = package.split(".") if package else []
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                mod = ".".join(base + ([node.module] if node.module else []))
+            elif (node.module or "").split(".")[0] == "mfattn":
+                mod = ".".join(node.module.split(".")[1:])
+            else:
+                continue
+            for a in node.names:
+                sub = f"{mod}.{a.name}" if mod else a.name
+                if sub in known:
+                    bound[a.asname or a.name] = sub
+                elif private(a.name) and mod != own:
+                    found.append(f"from {mod} import {a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("mfattn.") and a.asname:
+                    bound[a.asname] = ".".join(a.name.split(".")[1:])
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                and private(node.attr) and bound[node.value.id] != own):
+            found.append(f"{node.value.id}.{node.attr} ({bound[node.value.id]})")
+    return found
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    reaches = {}
+    for p in sorted(PKG.rglob("*.py")):
+        name = dotted(p)
+        package = name if p.stem == "__init__" else name.rpartition(".")[0]
+        if private_reaches(p, package):
+            reaches[name] = private_reaches(p, package)
+    assert reaches == {}
+
+
+def test_the_private_name_check_sees_every_form(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from .runner import _resolve, cache_folder_of\nfrom ..models import fused as _fused\n"
+                 "def g():\n    return _fused._threads() + _fused.head_sum + _fused.__name__\n")
+    assert private_reaches(f, "companion") == ["from companion.runner import _resolve", "_fused._threads (models.fused)"]

@@ -245,10 +245,10 @@ def pack(root: Path, src: Path, values: dict, out) -> tuple[Path, int]:
     import tarfile
 
     from .chapters import check_values
-    from .runner import _resolve_device, cache_folder_of
+    from .runner import cache_folder_of, resolve_device
 
     config = check_values(src, values)
-    folder = cache_folder_of(root, src, config, _resolve_device(config.get("device", "cpu")))
+    folder = cache_folder_of(root, src, config, resolve_device(config.get("device", "cpu")))
     files = sorted(f for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else []
     if not files:
         raise ValueError(f"values: no finished work of this configuration in {folder} (run it first)")

@@ -371,7 +371,29 @@ def cache_folder_of(root: Path, src: Path, config: dict, device: str) -> Path:
     return base / cache_key(src, dict(config, device=device))
 
 
-def _resolve_device(device: str) -> str:
+def resolve_device(device: str) -> str:
+    """The device a run uses: ``"auto"`` is CUDA when this torch has a device, else the CPU.
+
+    Parameters
+    ----------
+    device : str
+        ``"cpu"``, ``"auto"`` or ``"cuda"`` (``"cuda:1"`` ...), a chapter's ``device`` parameter.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    UserError
+        When CUDA is asked for and this torch has no CUDA device.
+
+    Examples
+    --------
+    >>> from mfattn.companion.runner import resolve_device
+    >>> resolve_device("cpu")
+    'cpu'
+    """
     if device == "auto" or device.startswith("cuda"):
         import torch
 
@@ -590,7 +612,7 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     if typed:
         raise UserError(f"{src.stem}: a measured control must be a value the run computed, not a constant: "
                         f"{typed[0]} (name a theory's number with competitor(..., source=))")
-    device = _resolve_device(config.get("device", "cpu"))
+    device = resolve_device(config.get("device", "cpu"))
     committed = (src.parent / f"{src.stem}.ipynb").resolve()
     from .chapters import estimate
 
