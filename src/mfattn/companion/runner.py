@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from .chapters import UserError, repo_root  # UserError: one line on stderr, exit status 2
 
@@ -591,10 +592,46 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     >>> from mfattn.companion.runner import run_chapter  # doctest: +SKIP
     >>> run_chapter(root, root / "notebooks" / "05-stability.md", {"n_data": 32})  # doctest: +SKIP
     """
-    import nbformat
-    import papermill as pm
+    plan = _plan(root, src, values, out=out, inplace=inplace, timeout=timeout, cache=cache, yes=yes)
+    params = _parameters(plan, values, inplace=inplace, cache=cache)
+    _announce(src, plan, params, quiet=quiet)
+    target = plan.target
+    if inplace:
+        # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
+        target = plan.out_dir / f".{src.stem}.partial.ipynb"
+    code = code_state(src) if inplace else None  # the code the kernel loads, before the run
+    seconds = _execute(src, plan, params, target, quiet=quiet, timeout=timeout)
+    if plan.cache_folder is not None:
+        _atomic_write_text(plan.cache_folder / "finished.json", json.dumps({"seconds": round(seconds, 2)}))
+    if inplace:
+        _replace_committed(root, src, plan, target, seconds, code)
+        target = plan.target
+    print(f"executed {src.name} -> {target} in {fmt_seconds(seconds)}")
+    print(verdict_summary(target)[0])
+    if html:
+        page = write_html(target)
+        print(f"html: {page}")
+    return target
 
-    from .chapters import check_values, size_ratio
+
+class _Plan(NamedTuple):
+    """What :func:`run_chapter` decided before anything runs."""
+
+    config: dict  # the checked parameters
+    device: str  # resolved ("auto" made concrete)
+    committed: Path  # the committed notebook of the chapter
+    est: tuple | None  # the cost model's estimate on the CPU
+    cache_folder: Path | None  # where finished work is kept, or None
+    done: float | None  # seconds of an earlier run of this configuration that ran to its end
+    out_dir: Path
+    target: Path  # the executed notebook
+
+
+def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, yes) -> _Plan:
+    """The arguments checked, the chapter's parameters checked, the estimate weighed against the
+    ceiling and the output folder made writable; a ``UserError`` for any fault, before anything runs."""
+    from .chapters import check_values, estimate
+    from .verdicts import constant_counterfactuals
 
     if inplace and values:
         raise UserError("--inplace writes the committed ci-profile notebook; it takes no -p/--profile")
@@ -606,21 +643,14 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         config = check_values(src, values)
     except ValueError as e:
         raise UserError(str(e)) from None
-    from .verdicts import constant_counterfactuals
-
     typed = constant_counterfactuals(code_cells(src))
     if typed:
         raise UserError(f"{src.stem}: a measured control must be a value the run computed, not a constant: "
                         f"{typed[0]} (name a theory's number with competitor(..., source=))")
     device = resolve_device(config.get("device", "cpu"))
     committed = (src.parent / f"{src.stem}.ipynb").resolve()
-    from .chapters import estimate
-
     est = estimate(src, config, committed) if device == "cpu" else None  # the cost model, once per run
-    cache_folder = None
-    if cache and not inplace:
-        cache_folder = cache_folder_of(root, src, config, device)
-        cache_base = cache_folder.parent
+    cache_folder = cache_folder_of(root, src, config, device) if cache and not inplace else None
     done = _finished_run(cache_folder)  # a run of this configuration ran to its end: its work is saved
     if not yes and device == "cpu" and done is None:
         _over_the_ceiling(src, config, committed, est)
@@ -640,21 +670,33 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         probe.unlink()
     except OSError as e:
         raise UserError(f"{out_dir}: cannot write the executed notebook there ({e.strerror or e})") from None
+    return _Plan(config, device, committed, est, cache_folder, done, out_dir, target)
 
+
+def _parameters(plan: _Plan, values: dict, *, inplace: bool, cache: bool) -> dict:
+    """The values papermill injects: the user's, with the cache folder made and named (or none)."""
     params = dict(values)
-    if cache_folder is not None:
-        base, folder = cache_base, cache_folder
+    if plan.cache_folder is not None:
+        folder = plan.cache_folder
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "config.json").write_text(json.dumps(dict(config, device=device, cache_dir=None), indent=1))
+            (folder / "config.json").write_text(json.dumps(dict(plan.config, device=plan.device, cache_dir=None),
+                                                           indent=1))
         except OSError as e:
-            where = "-p cache_dir" if config.get("cache_dir") else "runs/"
-            raise UserError(f"{base}: cannot keep finished work there ({e.strerror or e}); name a writable folder "
-                            f"with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
+            where = "-p cache_dir" if plan.config.get("cache_dir") else "runs/"
+            raise UserError(f"{folder.parent}: cannot keep finished work there ({e.strerror or e}); name a writable "
+                            f"folder with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
         params["cache_dir"] = str(folder.resolve())
     elif inplace or not cache:
         params.pop("cache_dir", None)
+    return params
 
+
+def _announce(src: Path, plan: _Plan, params: dict, *, quiet: bool) -> None:
+    """What the run is and where its work is kept (unless ``quiet``), and what it should cost, on stderr."""
+    from .chapters import check_values, size_ratio
+
+    config, device, committed, est = plan.config, plan.device, plan.committed, plan.est
     base_time = ci_seconds(committed)
     if not quiet:
         took = f"; its ci run took {fmt_seconds(base_time)} when committed" if base_time else ""
@@ -663,13 +705,13 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
     ci = check_values(src, {})
     differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
-    spent = _spent(cache_folder)
-    if spent and done is None and not quiet:  # finished work of stopped runs is read back, not paid for again
+    spent = _spent(plan.cache_folder)
+    if spent and plan.done is None and not quiet:  # finished work of stopped runs is read back, not paid for again
         print(f"mfattn: {fmt_seconds(spent)} of runs stopped before their end went into this cache; what they "
               "finished is read back, so this run costs that much less than an estimate below says", file=sys.stderr)
-    if done is not None and not quiet:
+    if plan.done is not None and not quiet:
         print(f"mfattn: this configuration ran to its end before from this cache; its saved work is read back, "
-              f"not recomputed (the last run from it took {fmt_seconds(done)})", file=sys.stderr)
+              f"not recomputed (the last run from it took {fmt_seconds(plan.done)})", file=sys.stderr)
     elif differs and device == "cpu":
         # the chapter's own cost model: the committed ci run's cells, each times the growth of the work it does
         if est is not None:
@@ -685,14 +727,26 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
         if config["profile"] != "ci":
             print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU", file=sys.stderr)
 
-    if inplace:
-        # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
-        final, target = target, out_dir / f".{src.stem}.partial.ipynb"
+
+def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool, timeout) -> float:
+    """Execute the chapter into ``target`` through papermill in a kernel of its own; returns the seconds.
+
+    Progress goes to a side file that a view thread draws (or nowhere), never into the notebook;
+    Ctrl-C stops the kernel at once; a failing cell, an interruption or any other stop exits with one
+    line naming the partial notebook (status 1, or 130 for Ctrl-C). The environment is restored.
+    """
+    import logging
+    import shutil
+    import tempfile
+    import warnings
+
     import jupytext
+    import nbformat
+    import papermill as pm
 
     nb = jupytext.read(src)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    source_nb = out_dir / f".{src.stem}.source.ipynb"
+    source_nb = plan.out_dir / f".{src.stem}.source.ipynb"
     nbformat.write(nb, source_nb)
 
     # the kernel inherits this environment: progress goes to a side file (or nowhere), never into
@@ -701,22 +755,17 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     os.environ["TQDM_DISABLE"] = "1"
     progress_file, view = None, None
     if not quiet:
-        progress_file = out_dir / f".{src.stem}.progress.jsonl"
+        progress_file = plan.out_dir / f".{src.stem}.progress.jsonl"
         progress_file.write_text("")
         os.environ["MFATTN_PROGRESS"] = str(progress_file.resolve())
-        import jupytext as _jt
-
-        n_code = sum(c.cell_type == "code" for c in _jt.read(src).cells) + bool(params)  # papermill's injected cell
-        weights = est[2] if est is not None else cell_seconds(committed)
+        n_code = sum(c.cell_type == "code" for c in nb.cells) + bool(params)  # papermill's injected cell
+        weights = plan.est[2] if plan.est is not None else cell_seconds(plan.committed)
         if weights is not None and params:
             weights = [0.0] + list(weights)
         view = _ProgressView(progress_file, target, n_code, weights, 1.0, src.stem)
         view.start()
     else:
         os.environ.pop("MFATTN_PROGRESS", None)
-
-    import shutil
-    import tempfile
 
     sockets = tempfile.mkdtemp(prefix="mfattn-kernel-")
     km = _kernel_manager(sockets)
@@ -729,14 +778,10 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             raise KeyboardInterrupt
 
     old_handler = signal.signal(signal.SIGINT, on_sigint)
-    # the parameters were checked above (mfattn.companion.chapters reads the cell with ast); papermill's own
-    # reader cannot parse some comments and would warn about parameters it missed
-    import logging
-    import warnings
-
+    # the parameters were checked before (mfattn.companion.chapters reads the cell with ast); papermill's
+    # own reader cannot parse some comments and would warn about parameters it missed
     logging.getLogger("papermill").setLevel(logging.ERROR)
     _exact_translator()
-    code = code_state(src) if inplace else None  # the code the kernel loads, before the run
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -744,12 +789,12 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
             pm.execute_notebook(str(source_nb), str(target), parameters=params, kernel_name="python3",
                                 cwd=str(src.parent), progress_bar=False, execution_timeout=timeout, km=km)
     except pm.PapermillExecutionError as e:
-        _add_spent(cache_folder, time.perf_counter() - t0)
+        _add_spent(plan.cache_folder, time.perf_counter() - t0)
         first = next((ln for ln in (e.source or "").splitlines() if ln.strip() and not ln.startswith(("#", ":"))), "")
         raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
                          f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
     except (KeyboardInterrupt, Exception) as e:
-        _add_spent(cache_folder, time.perf_counter() - t0)
+        _add_spent(plan.cache_folder, time.perf_counter() - t0)
         if interrupted or isinstance(e, KeyboardInterrupt):
             _kill(km)
             where = (f"; finished work is kept in {params['cache_dir']}, rerun the same command to resume"
@@ -772,33 +817,30 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    seconds = time.perf_counter() - t0
-    if cache_folder is not None:
-        _atomic_write_text(cache_folder / "finished.json", json.dumps({"seconds": round(seconds, 2)}))
-    executed = nbformat.read(target, as_version=4)
-    if inplace:
-        from .chapters import strip_papermill
+    return time.perf_counter() - t0
 
-        per_cell = [round(float(c.metadata.get("papermill", {}).get("duration") or 0.0), 2)
-                    for c in executed.cells if c.cell_type == "code"]
-        strip_papermill(executed)
-        executed.metadata["mfattn"] = provenance(src, seconds, config["profile"], code)
-        executed.metadata["mfattn"]["cell_seconds"] = per_cell  # the runner's overall progress bar reads them
-        # the kernel's peak resident memory (the largest child this process waited for), for the memory ceiling
-        import resource
 
-        executed.metadata["mfattn"]["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
-        nbformat.write(executed, final)
-        target.unlink()
-        target = final
-        if list_in_toc(root, final.stem):
-            print(f"listed notebooks/{final.stem} in _toc.yml")
-    print(f"executed {src.name} -> {target} in {fmt_seconds(seconds)}")
-    print(verdict_summary(target)[0])
-    if html:
-        page = write_html(target)
-        print(f"html: {page}")
-    return target
+def _replace_committed(root: Path, src: Path, plan: _Plan, partial: Path, seconds: float, code) -> None:
+    """The finished run becomes the committed notebook: papermill's metadata stripped, the run's
+    provenance, cell times and peak memory recorded, the chapter listed in ``_toc.yml``."""
+    import resource
+
+    import nbformat
+
+    from .chapters import strip_papermill
+
+    executed = nbformat.read(partial, as_version=4)
+    per_cell = [round(float(c.metadata.get("papermill", {}).get("duration") or 0.0), 2)
+                for c in executed.cells if c.cell_type == "code"]
+    strip_papermill(executed)
+    executed.metadata["mfattn"] = provenance(src, seconds, plan.config["profile"], code)
+    executed.metadata["mfattn"]["cell_seconds"] = per_cell  # the runner's overall progress bar reads them
+    # the kernel's peak resident memory (the largest child this process waited for), for the memory ceiling
+    executed.metadata["mfattn"]["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    nbformat.write(executed, plan.target)
+    partial.unlink()
+    if list_in_toc(root, plan.target.stem):
+        print(f"listed notebooks/{plan.target.stem} in _toc.yml")
 
 
 def write_html(notebook) -> Path:
