@@ -40,19 +40,26 @@ def modules() -> frozenset[str]:
     return frozenset(dotted(p) for p in PKG.rglob("*.py"))
 
 
+def imported_module(node: ast.ImportFrom, package: str) -> str | None:
+    """The package module (dotted below mfattn, "" for the top) that ``from ... import`` reads from,
+    relative imports resolved against ``package``; None for a module outside mfattn."""
+    if node.level >= 1:
+        base = package.split(".") if package else []
+        base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+        return ".".join(base + ([node.module] if node.module else []))
+    if (node.module or "").split(".")[0] == "mfattn":
+        return ".".join(node.module.split(".")[1:])
+    return None
+
+
 def imports(path: Path, package: str = "") -> set[str]:
     """The package modules that the module at ``path`` (in the package ``package``, dotted below
     mfattn, "" for the top) imports, anywhere in its code."""
     known, found = modules(), set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level >= 1:
-                base = package.split(".") if package else []
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                mod = ".".join(base + ([node.module] if node.module else []))
-            elif (node.module or "").split(".")[0] == "mfattn":
-                mod = ".".join(node.module.split(".")[1:])
-            else:
+            mod = imported_module(node, package)
+            if mod is None:
                 continue
             # ``from mfattn.flows import dynamics`` imports the module flows.dynamics, not only its package
             subs = {f"{mod}.{a.name}" if mod else a.name for a in node.names}
@@ -256,13 +263,8 @@ def private_reaches(path: Path, package: str = "") -> list[str]:
     private = lambda n: n.startswith("_") and not n.startswith("__")  # noqa: E731
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level >= 1:
-                base = package.split(".") if package else []
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                mod = ".".join(base + ([node.module] if node.module else []))
-            elif (node.module or "").split(".")[0] == "mfattn":
-                mod = ".".join(node.module.split(".")[1:])
-            else:
+            mod = imported_module(node, package)
+            if mod is None:
                 continue
             for a in node.names:
                 sub = f"{mod}.{a.name}" if mod else a.name

@@ -532,14 +532,20 @@ class ChaosResult:
         >>> res.corrected("e_rms").dominated.tolist()       # the floor 0.2 beside sups 0.25 and 0.125
         [False, False, True, True]
         """
-        raw, floor = self.sup(quantity, upto=upto), self.floor(quantity, upto=upto)
+        raw = self.sup(quantity, upto=upto)
         values, dominated = np.empty(len(raw)), np.zeros(len(raw), dtype=bool)
-        for n in np.unique(self.N):
-            at = self.N == n
-            typical = floor_corrected(np.median(raw[at]), np.median(floor[at]))
-            values[at] = raw[at] * (typical.values / max(np.median(raw[at]), 1e-300))
+        for _, at, m_raw, m_floor in self._medians(quantity, upto):
+            typical = floor_corrected(m_raw, m_floor)
+            values[at] = raw[at] * (typical.values / max(m_raw, 1e-300))
             dominated[at] = typical.dominated
         return Corrected(values, dominated)
+
+    def _medians(self, quantity: str, upto: int | None):
+        """Per number of heads (increasing): ``(N, runs at N, median raw supremum, median floor)``."""
+        raw, floor = self.sup(quantity, upto=upto), self.floor(quantity, upto=upto)
+        for n in np.unique(self.N):
+            at = self.N == n
+            yield int(n), at, np.median(raw[at]), np.median(floor[at])
 
     def fit(self, quantity: str, *, upto: int | None = None, corrected: bool = True,
             level: float = 0.95) -> LogLogFit:
@@ -634,13 +640,8 @@ class ChaosResult:
         >>> {n: round(m, 3) for n, m in res.margin("e_rms").items()}
         {4: 5.0, 16: 2.5, 64: 1.25, 256: 0.625}
         """
-        raw, floor = self.sup(quantity, upto=upto), self.floor(quantity, upto=upto)
-        out = {}
-        for n in np.unique(self.N):
-            at = self.N == n
-            f = float(np.median(floor[at]))
-            out[int(n)] = float(np.median(raw[at])) / f if f > 0 else math.inf
-        return out
+        return {n: float(m_raw) / float(m_floor) if m_floor > 0 else math.inf
+                for n, _, m_raw, m_floor in self._medians(quantity, upto)}
 
     def dominated_share(self, quantity: str, *, upto: int | None = None) -> float:
         """The fraction of runs whose ``quantity`` the floor dominates.
