@@ -21,19 +21,22 @@ export TQDM_DISABLE := 1
 
 # nbval compares every committed chapter with a fresh run, through nbval-sanitize.cfg.
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval-sanitize.cfg --nbval-cell-timeout=900
-# The second nbval pass of `make test` runs on another kernel path than the first: ATen's scalar
-# kernels instead of the CPU's vector ones, one thread instead of all, MKL held to AVX2 (the path it
-# takes on AMD CPUs). A chapter that prints a figure its run does not determine (a last digit of
-# rounding, the outcome of a search that depends on it) fails here, on this machine, and not first
-# on a reader's CPU.
+# The nbval pass of `make test` runs on another kernel path than the one `make execute` takes:
+# ATen's scalar kernels instead of the CPU's vector ones, one thread instead of all, MKL held to
+# AVX2 (the path it takes on AMD CPUs). A chapter that prints a figure its run does not determine (a
+# last digit of rounding, the outcome of a search that depends on it) fails here, on this machine,
+# and not first on a reader's CPU. One thread per kernel lets two chapters run at once
+# (pytest-xdist, a notebook per worker, the longest first: notebooks/conftest.py).
 ALT_PATH := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_ENABLE_INSTRUCTIONS=AVX2
+NBVAL_WORKERS ?= 2
 
-.PHONY: help venv test test-unit test-nbval test-other-path unit nbval nbval-alt book check-html execute device-check clean
+.PHONY: help venv test test-unit test-other-path unit nbval nbval-alt book check-html execute device-check clean
 help:
 	@echo "make book     build the book into _build/html from the committed chapters (executes none)"
 	@echo "make test     unit and oracle tests, the docstrings' examples (doctests), chapter sync check;"
-	@echo "              beside them nbval over the committed notebooks on this CPU's kernels, and nbval"
-	@echo "              again on another kernel path (make nbval-alt): three streams at once"
+	@echo "              beside them nbval over the committed notebooks on another kernel path than the one"
+	@echo "              that executed them (make nbval-alt), two chapters at a time"
+	@echo "make nbval    nbval on this CPU's own kernels and thread count (not part of make test)"
 	@echo "make check-html  open every page of _build/html in headless Chromium (Debian's chromium package)"
 	@echo "              and fail on console errors, remote requests, unrendered math, images without alt"
 	@echo "              text or caption, anything wider than the text column (builds nothing)"
@@ -52,23 +55,22 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 
 venv: $(STAMP)
 
-# `make test` runs three streams side by side on the machine's cores: the unit, oracle and doctests;
-# nbval on this CPU's kernels; nbval on the other kernel path (one thread). OMP_WAIT_POLICY=PASSIVE
+# `make test` runs two streams side by side on the machine's cores: the unit, oracle and doctests;
+# nbval on the other kernel path, two chapters at a time. Validating each chapter once, on a path
+# other than the one that executed it, checks more than a second pass on the executing path would
+# (that pass, `make nbval`, is kept for a reader's own CPU) at half the cost. OMP_WAIT_POLICY=PASSIVE
 # (set by mfattn) keeps waiting threads from spinning on a shared core. Each stream's lines are
-# printed whole, prefixed with its name; make waits for all three and fails if one fails.
+# printed whole, prefixed with its name; make waits for both and fails if one fails.
 STREAM = set -o pipefail; $(1) 2>&1 | sed -u 's/^/[$(2)] /'
 test: $(STAMP)
 	@mkdir -p $(STATE)
 	@# the compiled kernels once, into numba's disk cache, before three processes would each compile them
 	@echo "fused kernels: compiled on first use (about a minute), loaded from numba's disk cache after"
 	@$(BIN)/python -c "from mfattn.models import fused; fused.compile_seconds()"
-	@$(MAKE) --no-print-directory -j3 test-unit test-nbval test-other-path
+	@$(MAKE) --no-print-directory -j2 test-unit test-other-path
 
 test-unit: $(STAMP)
 	@$(call STREAM,$(BIN)/python -m pytest -p no:cacheprovider tests src/mfattn --doctest-modules,unit)
-
-test-nbval: $(STAMP)
-	@$(call STREAM,$(BIN)/python -m pytest -p no:cacheprovider notebooks $(NBVAL),nbval)
 
 test-other-path: $(STAMP)
 	@$(call STREAM,$(MAKE) --no-print-directory nbval-alt,nbval other path)
@@ -83,7 +85,8 @@ nbval: $(STAMP)
 nbval-alt: $(STAMP)
 	@mkdir -p $(STATE)
 	@echo "nbval on another kernel path: $(ALT_PATH)"
-	env $(ALT_PATH) $(BIN)/python -m pytest -p no:cacheprovider notebooks $(NBVAL)
+	env $(ALT_PATH) $(BIN)/python -m pytest -p no:cacheprovider notebooks $(NBVAL) \
+		-n $(NBVAL_WORKERS) --dist loadfile --no-loadscope-reorder
 
 book: $(STAMP)
 	@mkdir -p $(STATE)
