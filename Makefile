@@ -64,7 +64,7 @@ venv: $(STAMP)
 STREAM = set -o pipefail; $(1) 2>&1 | sed -u 's/^/[$(2)] /'
 test: $(STAMP)
 	@mkdir -p $(STATE)
-	@# the compiled kernels once, into numba's disk cache, before three processes would each compile them
+	@# the compiled kernels once, into numba's disk cache, before the test processes would each compile them
 	@echo "fused kernels: compiled on first use (about a minute), loaded from numba's disk cache after"
 	@$(BIN)/python -c "from mfattn.models import fused; fused.compile_seconds()"
 	@$(MAKE) --no-print-directory -j2 test-unit test-other-path
