@@ -1,7 +1,8 @@
 """The fused CPU head pass (mfattn.models.fused) against the torch head pass, its oracle (itself checked
 against SDPA, autograd and finite differences in test_model.py): equal to rounding on random shapes
-(L = 1 and d_k = 1 included), weighted measures, sample chunks, per-sample gradients, and the same
-bits for any thread count; the same errors on bad input; traced calls fall back to torch."""
+(L = 1 and d_k = 1 included), weighted measures, sample chunks, per-sample gradients, each head's
+feature energy (against the materialised feature maps), and the same bits for any thread count; the
+same errors on bad input; traced calls fall back to torch."""
 
 import subprocess
 import sys
@@ -62,6 +63,7 @@ def test_fused_equals_torch_path(case, dtype):
         assert rel(model.per_sample_grad_first_variation(data, q, heads, w),
                    oracle.per_sample_grad_first_variation(data, q, heads, w)) < tol
         assert rel(model.dissipation(data, heads, w), oracle.dissipation(data, heads, w)) < tol
+        assert rel(model.feature_energy(data.X, heads), oracle.features(data.X, heads).pow(2).mean((1, 2, 3))) < tol
         r1, G1, g1, p1 = model.evaluate(data.X, data.Y, heads, w, phi=True)
         r0, G0, g0, p0 = oracle.evaluate(data.X, data.Y, heads, w, phi=True)
         for a, b in ((r1, r0), (G1, G0), (g1, g0), (p1, p0)):
@@ -80,6 +82,11 @@ def test_fused_pass_uses_the_kernels(monkeypatch):
     calls.clear()
     HeadModel(model.W_out, model.d_k, fused=False).grad_first_variation(data, heads, heads, w)
     assert calls == []
+    orig_energy = fused.head_energy
+    monkeypatch.setattr(fused, "head_energy", lambda *a, **k: calls.append("energy") or orig_energy(*a, **k))
+    model.feature_energy(data.X, heads)
+    HeadModel(model.W_out, model.d_k, fused=False).feature_energy(data.X, heads)
+    assert calls == ["energy"]
 
 
 def test_large_scores_and_padding():
@@ -90,6 +97,7 @@ def test_large_scores_and_padding():
     ref = HeadModel(model.W_out, model.d_k, fused=False)
     assert rel(model.logits(data.X, big, w), ref.logits(data.X, big, w)) < 1e-12
     assert rel(model.grad_first_variation(data, big, big, w), ref.grad_first_variation(data, big, big, w)) < 1e-12
+    assert rel(model.feature_energy(data.X, big), ref.feature_energy(data.X, big)) < 1e-12
 
 
 def test_exponential_against_a_closed_form():
@@ -122,7 +130,10 @@ def test_same_bits_for_any_thread_count():
         "m, d, h, w, g = make_problem(n=40, L=6, N=300, fused=True)\n"
         "torch.set_num_threads(int(sys.argv[1]))\n"
         "r, G, gr, p = m.evaluate(d.X, d.Y, h, w, phi=True)\n"
-        "import hashlib; print(hashlib.sha1(gr.numpy().tobytes() + p.numpy().tobytes() + G.numpy().tobytes()).hexdigest())\n"
+        "e = m.feature_energy(d.X, h)\n"
+        "import hashlib\n"
+        "print(hashlib.sha1(gr.numpy().tobytes() + p.numpy().tobytes() + G.numpy().tobytes()\n"
+        "                   + e.numpy().tobytes()).hexdigest())\n"
     )
     import pathlib
 

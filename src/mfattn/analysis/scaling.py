@@ -162,7 +162,6 @@ def tail_share(model: HeadModel, X: torch.Tensor, heads: torch.Tensor, fraction:
     heads = model.check_heads(heads)
     if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
         raise ValueError(f"fraction: expected a number in (0, 1], got {fraction!r}")
-    hb = max(1, model.chunks(X.shape[0], heads.shape[0], X.shape[1])[1])
-    energy = torch.cat([model.features(X, heads[i:i + hb]).pow(2).mean((1, 2, 3)) for i in range(0, heads.shape[0], hb)])
+    energy = model.feature_energy(X, heads)
     k = math.ceil(fraction * heads.shape[0])
     return float(energy.topk(k).values.sum() / energy.sum())

@@ -43,7 +43,8 @@ import time
 import numpy as np
 import torch
 
-__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "token_sums", "token_velocity", "compile_seconds"]
+__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
+           "compile_seconds"]
 
 #: The number of heads per block, the vector axis of every loop (4 AVX-512 vectors of float64).
 BLOCK = 32
@@ -300,6 +301,57 @@ if numba is not None:
                             for h in range(H):
                                 gw[m + x * d_k + k, h] += xv * (scale * dK[j, k, h])
                                 gw[2 * m + x * d_k + k, h] += xv * dV[j, k, h]
+
+    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+    def _energy_kernel(X, Wb, Mq, scale, d_k, splits, out, C, P):  # pragma: no cover - compiled
+        # out[blk, s, h] = sum over the sequences b of slice s and positions l of o^T Mq o, with
+        # o = (A_h X W_V,h W_O,h)[b, l] (d_x,) the head's own output: its feature energy before the mean
+        nb, _, H = Wb.shape
+        B, L, d_x = X.shape
+        m = d_x * d_k
+        per = (B + splits - 1) // splits
+        for t in prange(nb * splits):
+            blk = t // splits
+            sl = t % splits
+            b0 = sl * per
+            b1 = min(B, b0 + per)
+            Q = np.empty((L, d_k, H), X.dtype)
+            K = np.empty((L, d_k, H), X.dtype)
+            V = np.empty((L, d_k, H), X.dtype)
+            s = np.empty((L, H), X.dtype)
+            mx = np.empty(H, X.dtype)
+            den = np.empty(H, X.dtype)
+            av = np.empty((d_k, H), X.dtype)
+            o = np.empty((d_x, H), X.dtype)
+            q = np.empty(H, X.dtype)
+            pw = np.empty(H + 2, P.dtype)
+            pw[0], pw[1] = P[0], P[1]
+            e = out[blk, sl]
+            for b in range(b0, b1):
+                _project(X, Wb, blk, b, d_k, Q, K, V)
+                for l in range(L):
+                    _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
+                    for k in range(d_k):
+                        for h in range(H):
+                            av[k, h] = 0.0
+                        for j in range(l + 1):
+                            for h in range(H):
+                                av[k, h] += s[j, h] * V[j, k, h]
+                    for x in range(d_x):
+                        for h in range(H):
+                            o[x, h] = 0.0
+                        for k in range(d_k):
+                            for h in range(H):
+                                o[x, h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
+                    for x in range(d_x):
+                        for h in range(H):
+                            q[h] = 0.0
+                        for y in range(d_x):
+                            mxy = Mq[x, y]
+                            for h in range(H):
+                                q[h] += mxy * o[y, h]
+                        for h in range(H):
+                            e[h] += o[x, h] * q[h]
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _token_block(XT, b, i0, w, bt, g, acc, C, pw):  # pragma: no cover - compiled
@@ -597,6 +649,50 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     return g, torch.from_numpy(phi.sum(1)).reshape(nb * H)[:M]
 
 
+def head_energy(X: torch.Tensor, heads: torch.Tensor, M: torch.Tensor, d_k: int) -> torch.Tensor:
+    r"""``sum_{b,l} o_i[b,l]^T M o_i[b,l]`` of each head (M,), with ``o_i = A_i X W_V,i W_O,i`` its output.
+
+    With ``M = W_out W_out^T`` this is the sum of the squared features :math:`\psi(X;\omega_i)^2`
+    (7) over sequences, positions and tokens: a head's feature energy, computed without the
+    (N, B, L, d_v) feature maps. No validation (the caller, ``HeadModel.feature_energy``, has
+    checked). Used by chapter 09's tail statistic (``mfattn.analysis.scaling.tail_share``).
+
+    Parameters
+    ----------
+    X : Tensor (B, L, d_x), float32 or float64, on the CPU
+        Token sequences.
+    heads : Tensor (N, 4 d_x d_k)
+        Heads in the model's layout.
+    M : Tensor (d_x, d_x)
+        The quadratic form (symmetric).
+    d_k : int
+        Head dimension.
+
+    Returns
+    -------
+    Tensor (N,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models import fused
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> e = fused.head_energy(data.X, heads, model.W_out @ model.W_out.T, 2)
+    >>> F = model.features(data.X, heads)  # (N, B, L, d_v), materialised
+    >>> bool(torch.allclose(e, F.pow(2).sum((1, 2, 3)), rtol=1e-12, atol=0))
+    True
+    """
+    set_threads()
+    Wb, nb, H = _blocks(heads)
+    N = heads.shape[0]
+    splits = _splits(nb, X.shape[0])
+    out = np.zeros((nb, splits, H), dtype=Wb.dtype)
+    _energy_kernel(_np(X), Wb, _np(M.to(heads.dtype)), Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, out,
+                   *exp_constants(Wb.dtype.type))
+    return torch.from_numpy(out.sum(1) if splits > 1 else out[:, 0]).reshape(nb * H)[:N]
+
+
 def token_sums(X: torch.Tensor, beta: torch.Tensor):
     r"""The attention sums of the token systems of chapter 06 in one fused pass: with
     :math:`g_{ij}=e^{\beta(\min(\langle x_i,x_j\rangle,1)-1)}` (the kernel of
@@ -715,6 +811,7 @@ def compile_seconds() -> dict:
         h = torch.zeros(1, 4, dtype=dt)
         head_sum(X, h, torch.ones(1, dtype=dt), 1)
         head_pass(X, X, h, 1)
+        head_energy(X, h, torch.ones(1, 1, dtype=dt), 1)
         one = torch.ones(1, dtype=dt)
         token_sums(torch.ones(1, 1, 2, dtype=dt), one)
         token_velocity(torch.ones(1, 1, 2, dtype=dt), one, one > 0, one, one, one.expand(1, 2), one, "gelu")

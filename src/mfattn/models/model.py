@@ -1110,6 +1110,47 @@ class HeadModel(ParticleModel):
                 out[h, s] = self.forward(X[s], heads[h])[0] @ self.W_out
         return out
 
+    def feature_energy(self, X: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+        r"""Each head's feature energy: the mean of :math:`\psi(X;\omega_i)^2` (7) over sequences,
+        positions and tokens, shape (N,).
+
+        Equal to ``features(X, heads).pow(2).mean((1, 2, 3))`` without the (N, B, L, d_v) feature
+        maps: on the CPU one fused pass (``fused.head_energy``, the quadratic form
+        ``W_out W_out^T`` on each head's output), elsewhere the feature maps chunk by chunk.
+
+        Parameters
+        ----------
+        X : Tensor (B, L, d_x), the model's dtype and device
+            Token sequences.
+        heads : Tensor (N, d_omega)
+            Heads.
+
+        Returns
+        -------
+        Tensor (N,)
+
+        Raises
+        ------
+        ValueError
+            If ``X`` or ``heads`` fails its check.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.models.tasks import example
+        >>> model, data, heads, _ = example()
+        >>> e = model.feature_energy(data.X, heads)
+        >>> bool(torch.allclose(e, model.features(data.X, heads).pow(2).mean((1, 2, 3)), rtol=1e-12, atol=0))
+        True
+        """
+        X = self.check_X(X)
+        heads = self.check_heads(heads)
+        B, L, _ = X.shape
+        if self._fast(X, heads) and hasattr(self._kernels, "head_energy"):
+            return self._kernels.head_energy(X, heads, self.W_out @ self.W_out.T, self.d_k) / (B * L * self.d_v)
+        hb = max(1, self.chunks(B, heads.shape[0], L)[1])
+        return torch.cat([self.features(X, heads[h]).pow(2).mean((1, 2, 3)) for h in blocks(heads.shape[0], hb)])
+
     def mean_attention(self, X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor | None = None):
         r"""The head-averaged attention :math:`\sum_i w_i A_{\omega_i}(X)` of (5)-(6): (B, L, L).
 
