@@ -1,5 +1,7 @@
 """The shared figure style: panels at the column's width, at most two a row."""
 
+import base64
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -28,6 +30,32 @@ def test_panels_two_a_row_and_an_odd_last_panel_takes_the_row():
         fig, axes = plotting.panels(4, sharex=True)
         assert axes[3].get_shared_x_axes().joined(axes[0], axes[3])
         plt.close(fig)
+
+
+def test_inside_ipython_figures_are_shown_at_twice_the_pixels_and_the_same_size():
+    """A chapter's figures are retina PNGs: the PNG's own size (read from its header) is twice the
+    size the output's metadata asks the page to show (rounded down), and that is the figure's width
+    at DPI."""
+    pytest.importorskip("matplotlib_inline")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        with matplotlib.rc_context():
+            plotting.use()
+            fig, ax = plotting.panels(1, height=2.0)
+            ax.plot([0, 1], [0, 1])
+            data, meta = shell.display_formatter.format(fig)
+            plt.close(fig)
+    finally:
+        InteractiveShell.clear_instance()
+    png = data["image/png"]
+    png = base64.b64decode(png) if isinstance(png, str) else png  # IPython 8+ gives base64 text
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width // 2, height // 2) == (meta["image/png"]["width"], meta["image/png"]["height"])
+    # shown at about the figure's own size (the tight bounding box trims a few pixels)
+    assert meta["image/png"]["width"] == pytest.approx(plotting.COLUMN_WIDTH * plotting.DPI, rel=0.05)
 
 
 def test_panels_bad_input():
