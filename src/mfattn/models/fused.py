@@ -160,6 +160,25 @@ if numba is not None:
                 s[j, h] /= den[h]
 
 
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _row_output(Wb, blk, l, m, s, V, av, o):  # pragma: no cover - compiled
+        # o[x, h] = row l of the head's output A X W_V W_O, from the softmax row s (j <= l):
+        # av = sum_j s[j] V[j] (d_k, H), then o = av W_O (d_x, H)
+        d_k, H = av.shape
+        d_x = o.shape[0]
+        for k in range(d_k):
+            for h in range(H):
+                av[k, h] = 0.0
+            for j in range(l + 1):
+                for h in range(H):
+                    av[k, h] += s[j, h] * V[j, k, h]
+        for x in range(d_x):
+            for h in range(H):
+                o[x, h] = 0.0
+            for k in range(d_k):
+                for h in range(H):
+                    o[x, h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
+
     @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
     def _sum_kernel(X, Wb, w, scale, d_k, groups, splits, partial, C, P):  # pragma: no cover - compiled
         # partial[g, b, l, x] = sum over heads h of the blocks of group g of w_h (A_h X W_V,h W_O,h)[b, l, x]
@@ -178,7 +197,7 @@ if numba is not None:
             mx = np.empty(H, X.dtype)
             den = np.empty(H, X.dtype)
             av = np.empty((d_k, H), X.dtype)
-            o = np.empty(H, X.dtype)
+            o = np.empty((d_x, H), X.dtype)
             pw = np.empty(H + 2, P.dtype)
             pw[0], pw[1] = P[0], P[1]
             for blk in range(g, nb, groups):
@@ -186,21 +205,11 @@ if numba is not None:
                     _project(X, Wb, blk, b, d_k, Q, K, V)
                     for l in range(L):
                         _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
-                        for k in range(d_k):
-                            for h in range(H):
-                                av[k, h] = 0.0
-                            for j in range(l + 1):
-                                for h in range(H):
-                                    av[k, h] += s[j, h] * V[j, k, h]
+                        _row_output(Wb, blk, l, m, s, V, av, o)
                         for x in range(d_x):
-                            for h in range(H):
-                                o[h] = 0.0
-                            for k in range(d_k):
-                                for h in range(H):
-                                    o[h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
-                            acc = w[blk, 0] * o[0]  # typed as the data (a literal 0.0 would be float64)
+                            acc = w[blk, 0] * o[x, 0]  # typed as the data (a literal 0.0 would be float64)
                             for h in range(1, H):
-                                acc += w[blk, h] * o[h]
+                                acc += w[blk, h] * o[x, h]
                             partial[g, b, l, x] += acc
 
     @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
@@ -331,18 +340,7 @@ if numba is not None:
                 _project(X, Wb, blk, b, d_k, Q, K, V)
                 for l in range(L):
                     _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
-                    for k in range(d_k):
-                        for h in range(H):
-                            av[k, h] = 0.0
-                        for j in range(l + 1):
-                            for h in range(H):
-                                av[k, h] += s[j, h] * V[j, k, h]
-                    for x in range(d_x):
-                        for h in range(H):
-                            o[x, h] = 0.0
-                        for k in range(d_k):
-                            for h in range(H):
-                                o[x, h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
+                    _row_output(Wb, blk, l, m, s, V, av, o)
                     for x in range(d_x):
                         for h in range(H):
                             q[h] = 0.0
