@@ -6,10 +6,13 @@
 * the attention heads at small N, where the tagged characteristics are computed a second way: the
   run's heads carried inside the reference population with weight zero (they move in its field and
   do not change it), by one call of the integrator, without stage residuals;
+* the two halves of (24)'s test family (linear maps, distances), for the linear model, on clouds
+  built in closed form;
 * the floor's rule, on values built from known errors and floors;
 * the rate itself: for the linear model the error is a Gaussian mean's, exactly N^-1/2 in law.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -61,6 +64,43 @@ def test_linear_model_errors_equal_the_closed_form(linear):
     m_star = np.linalg.solve(X.T @ X, X.T @ data.Y.numpy().reshape(-1))
     travel = np.linalg.norm((np.linalg.matrix_power(A, round(T / H)) - np.eye(4)) @ (m_run - m_star))
     assert out["travel"] == pytest.approx(travel, rel=1e-9)
+
+
+def test_the_halves_of_24_equal_the_closed_form(linear):
+    """The two halves of (24)'s test family against the tagged characteristics. For the linear model a
+    run and its tags are the same cloud translated: h0 + (A^k - I)(m - m*), with m the run's own mean
+    or the reference's. Both clouds are built here in closed form; the linear half is then
+    max_v |<v, (A^k - I)(m_run - m_a)>| and the distance half the largest change of the mean distance
+    to a centre, and (24) itself is the larger of the two."""
+    model, data, setup = linear
+    g = torch.Generator().manual_seed(5)
+    D = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    C = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    tested = dataclasses.replace(setup, tests=(D, C))
+    out = tested.point([tested.reference(w, 300) for w in (1, 2)], 7, 2)
+    X = data.X.numpy()
+    A = np.eye(4) - 2 * ZETA * H * X.T @ X / X.shape[0]
+    m_star = np.linalg.solve(X.T @ X, X.T @ data.Y.numpy().reshape(-1))
+    h0 = setup.draw(7, "heads", 2).numpy()
+    m_a, m_b = (setup.draw(300, "reference", w).numpy().mean(0) for w in (1, 2))
+    V = D.numpy() / np.linalg.norm(D.numpy(), axis=1, keepdims=True)
+
+    def halves(cloud, other):
+        lin = np.abs(V @ (cloud.mean(0) - other.mean(0))).max()
+        dist = max(abs(np.linalg.norm(cloud - c, axis=1).mean() - np.linalg.norm(other - c, axis=1).mean())
+                   for c in C.numpy())
+        return lin, dist
+
+    per_record = round(EVERY / H)
+    for j in range(round(T / EVERY) + 1):
+        move = np.linalg.matrix_power(A, j * per_record) - np.eye(4)
+        run, tag_a, tag_b = (h0 + move @ (m - m_star) for m in (h0.mean(0), m_a, m_b))
+        for key, (lin, dist) in (("", halves(run, tag_a)), ("floor_", halves(tag_b, tag_a))):
+            assert out[f"{key}d24_tags_lin"][j] == pytest.approx(lin, rel=1e-9, abs=1e-13)
+            assert out[f"{key}d24_tags_dist"][j] == pytest.approx(dist, rel=1e-9, abs=1e-13)
+            assert out[f"{key}d24_tags"][j] == max(out[f"{key}d24_tags_lin"][j], out[f"{key}d24_tags_dist"][j])
+    assert out["d24_tags_lin"][0] == out["d24_tags_dist"][0] == 0.0  # the same start
+    assert max(out["d24_tags_lin"]) > 0 and max(out["d24_tags_dist"]) > 0
 
 
 def test_a_chapters_own_measurements_join_the_record(linear):

@@ -38,13 +38,13 @@ from .._checks import check_positive
 from ..flows.integrate import Run
 from ..models.particles import ParticleModel
 from .fitting import LogLogFit, loglog_fit
-from .transport import lipschitz_discrepancy
+from .transport import lipschitz_discrepancy, lipschitz_parts
 
 __all__ = ["QUANTITIES", "DOMINATED_BELOW", "ChaosSetup", "ChaosResult", "Corrected", "chaos_errors",
            "expected_floor_ratio", "floor_corrected"]
 
 #: The quantities of a run, each a list over the recording times (see :func:`chaos_errors`).
-QUANTITIES = ("e_max", "e_rms", "d24", "d24_tags", "d25", "d25_tags")
+QUANTITIES = ("e_max", "e_rms", "d24", "d24_tags", "d24_tags_lin", "d24_tags_dist", "d25", "d25_tags")
 
 #: A point is dominated by the floor when its raw value is below this multiple of the floor.
 DOMINATED_BELOW = 2.0
@@ -264,7 +264,10 @@ class ChaosSetup:
         -------
         dict
             JSON-ready: each quantity of :func:`chaos_errors` present (``e_max``, ``e_rms`` always;
-            ``d24``, ``d24_tags`` with ``tests``; ``d25``, ``d25_tags`` with ``risks``) and its floor
+            ``d24``, ``d24_tags`` with ``tests``, and the halves of ``d24_tags`` over the linear and
+            the distance test functions, ``d24_tags_lin`` and ``d24_tags_dist``
+            (:func:`~mfattn.analysis.transport.lipschitz_parts`); ``d25``, ``d25_tags`` with
+            ``risks``) and its floor
             under ``floor_<quantity>``, each a list over the recording times; ``risk`` (the run's),
             ``norm0``, the largest initial head norm (Assumption 3.2), ``travel``, the RMS over
             heads of the distance from the start to the last recording time (the scale on which the
@@ -314,8 +317,12 @@ class ChaosSetup:
             D, C = self.tests
             out["d24"] = [lipschitz_discrepancy(run.heads[j], a.population[j], D, C) for j in R]
             out["floor_d24"] = [lipschitz_discrepancy(b.population[j], a.population[j], D, C) for j in R]
-            out["d24_tags"] = [lipschitz_discrepancy(run.heads[j], ta[j], D, C) for j in R]
-            out["floor_d24_tags"] = [lipschitz_discrepancy(tb[j], ta[j], D, C) for j in R]
+            parts = [lipschitz_parts(run.heads[j], ta[j], D, C) for j in R]
+            floor_parts = [lipschitz_parts(tb[j], ta[j], D, C) for j in R]
+            out["d24_tags"], out["floor_d24_tags"] = [max(p) for p in parts], [max(p) for p in floor_parts]
+            for i, half in enumerate(("lin", "dist")):  # which half of the family carries the maximum
+                out[f"d24_tags_{half}"] = [p[i] for p in parts]
+                out[f"floor_d24_tags_{half}"] = [p[i] for p in floor_parts]
         if self.risks:
             risk_a = [float(self.model.risk(self.data, ta[j])) for j in R]
             risk_b = [float(self.model.risk(self.data, tb[j])) for j in R]
