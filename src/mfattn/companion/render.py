@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import html
+import math
 import re
 
 from .verdicts import EVIDENCE, Verdict, fmt, summary  # noqa: F401  (fmt: the numbers the table shows)
 
-__all__ = ["number_html", "report", "show_config", "verdict_anchor", "verdict_table_html", "print_grid"]
+__all__ = ["number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
 
 _PASS_STYLE = "background:#e3f2e6;color:#14532d"
 _FAIL_STYLE = "background:#fde2e1;color:#8b1111"
@@ -180,6 +181,50 @@ def verdict_table_html(verdicts) -> str:
             f'<p class="mfattn-summary"><strong>{_esc(summary(verdicts))}</strong></p>')
 
 
+def value_html(value) -> str:
+    """A parameter's value written for a reader of the parameter table (HTML), not as Python's repr.
+
+    A string without quotes, as code; ``None`` as "none"; a float that is 1/2^k below 1/8 as that
+    fraction (``0.00390625`` is 1/256); a float outside [10^-3, 10^4) with at most three
+    significant digits as a power of ten (:func:`number_html`); any other number exactly as Python
+    prints it; a list or tuple item by item.
+
+    Parameters
+    ----------
+    value : object
+        A chapter parameter's value (a Python literal).
+
+    Returns
+    -------
+    str
+        HTML.
+
+    Examples
+    --------
+    >>> from mfattn.companion.render import value_html
+    >>> value_html([0.0625, 0.00390625, 0.025])
+    '[1/16, 1/256, 0.025]'
+    >>> value_html("ci"), value_html(None), value_html(16384)
+    ('<code>ci</code>', 'none', '16384')
+    >>> value_html(1e-8)
+    '<span class="mfattn-num" data-v="1.00e-08">10<sup>−8</sup></span>'
+    """
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(value_html(v) for v in value) + "]"
+    if value is None:
+        return "none"
+    if isinstance(value, str):
+        return f"<code>{_esc(value)}</code>"
+    if isinstance(value, float) and math.isfinite(value) and value != 0:
+        inv = 1 / value
+        if 0 < value < 0.125 and inv.is_integer() and int(inv) & (int(inv) - 1) == 0:
+            return f"1/{int(inv)}"
+        short = f"{value:.2e}"
+        if not 1e-3 <= abs(value) < 1e4 and float(short) == value:
+            return number_html(short, trim=True)
+    return _esc(repr(value))
+
+
 def _display(text: str, html_text: str, metadata: dict | None = None) -> None:
     """A rich output in a notebook (plain text and HTML), the plain text elsewhere."""
     try:
@@ -317,12 +362,15 @@ def show_config(cfg, source=None, values=None) -> None:
     text = "\n".join(["parameters (this run, then each profile's value):"]
                       + [f"  {b[0]} = {b[1]}  [" + ", ".join(f"{p}: {v}" for p, v in zip(profs, b[2:-1])) + "]"
                          for b in body])
+    # the table shows values for a reader (value_html); the plain text keeps Python's literals
+    shown = [[r["name"], value_html(run[r["name"]]) if r["name"] in run else "",
+              *(value_html(r[p]) for p in profs), r["comment"]] for r in table]
     # automatic layout: each column as wide as its longest word needs, values wrap at spaces
     cell = "padding:2px 6px;vertical-align:top;border-top:1px solid #d0d7de"
     ths = "".join(f'<th style="{cell};text-align:left">{_esc(h)}</th>' for h in head)
     trs = "".join("<tr>" + f'<td style="{cell}"><code>{_esc(b[0])}</code></td>'
-                  + "".join(f'<td style="{cell}">{_esc(x)}</td>' for x in b[1:-1])
-                  + f'<td style="{cell}"><small>{_esc(b[-1])}</small></td></tr>' for b in body)
+                  + "".join(f'<td style="{cell}">{x}</td>' for x in b[1:-1])
+                  + f'<td style="{cell}"><small>{_esc(b[-1])}</small></td></tr>' for b in shown)
     html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;'
                  f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
                  f'<code>{_esc(getattr(cfg, "profile", ""))}</code>) and each profile\'s values; '
