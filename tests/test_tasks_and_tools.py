@@ -225,6 +225,30 @@ def test_verdict_table_and_config_table():
     assert buf.getvalue().strip() == "effective parameters: profile='ci', n=4, eps=0.002"
 
 
+def test_the_parameter_table_writes_values_for_a_reader(monkeypatch):
+    """Chapter 08's table: its learning rate 0.00390625 reads 1/256, its eps 1e-8 a power of ten, the
+    profile's name and the cache folder without Python's quotes and None; the plain text keeps the
+    literals a reader can type after -p."""
+    import pathlib
+    import re
+
+    from mfattn.companion import render
+    from mfattn.companion.chapters import profiles
+
+    shown = {}
+    monkeypatch.setattr(render, "_display",
+                        lambda text, html_text, metadata=None: shown.update(text=text, html=html_text))
+    chapter = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "08-optimizers.md"
+    render.show_config(resolve_profile(profiles(chapter), "ci"), chapter, values={"device": "cpu"})
+    rows = {re.search(r"<code>(\w+)</code>", r).group(1): r for r in shown["html"].split("<tr><td")[1:]}
+    assert ">1/256<" in rows["adam_lr"] and "0.00390625" not in rows["adam_lr"]
+    assert "10<sup>−8</sup>" in rows["eps_small"]
+    values = lambda row: row.rsplit("<small>", 1)[0]  # noqa: E731  the value cells, not the help text
+    assert "<code>ci</code>" in rows["profile"] and not any("&#x27;" in values(r) for r in rows.values())
+    assert ">none<" in rows["cache_dir"]
+    assert "adam_lr = 0.00390625" in shown["text"] and "profile = 'ci'" in shown["text"]
+
+
 def test_directional_derivatives_match_finite_differences():
     T = teacher_task(n=4, L=5, seed=0)
     g = torch.Generator().manual_seed(0)
