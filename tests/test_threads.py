@@ -76,6 +76,30 @@ def test_numbas_openmp_runtime_sleeps_too():
     assert set(spins) == {"0"}
 
 
+@pytest.mark.parametrize("how", ["OMP_NUM_THREADS=1", "torch.set_num_threads(1)"])
+def test_a_thread_count_of_one_holds_after_the_kernels_start(how):
+    # numba's OpenMP pool, started by the first fused call, sets the process's OpenMP thread count to
+    # every core, and torch reads its own count back from there: the run went on with two threads in
+    # torch and in the kernels (found in make test's one-thread nbval pass). The oracle is what torch
+    # and numba report after each of two calls.
+    pytest.importorskip("numba")
+    code = ("import mfattn, torch, numba\n"
+            + ("torch.set_num_threads(1)\n" if how.startswith("torch") else "")
+            + "from mfattn.models.tasks import make_task\n"
+            "t = make_task('teacher', n=4, seed=0, L=3, d_x=2, d_k=1, dtype=torch.float64)\n"
+            "h = torch.randn(40, t.model.d_omega, dtype=torch.float64)\n"
+            "for _ in range(2):\n"
+            "    t.model.grad_phi(t.data.X, t.data.Y, h, torch.full((40,), 1 / 40, dtype=torch.float64))\n"
+            "    print(torch.get_num_threads(), numba.get_num_threads())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    env["NUMBA_NUM_THREADS"] = "2"  # a pool of two, whatever this machine has, so that one means one
+    if how.startswith("OMP"):
+        env["OMP_NUM_THREADS"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1", "1", "1"]
+
+
 @pytest.mark.parametrize("md", sorted((ROOT / "notebooks").glob("*.md")) + [ROOT / "src/mfattn/companion/templates/chapter.md"],
                          ids=lambda p: p.stem)
 def test_chapters_import_mfattn_before_torch(md):

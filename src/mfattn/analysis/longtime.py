@@ -318,6 +318,15 @@ def _regress(logG, logI):
     return _Line(res.slope, res.intercept, stderr), rss
 
 
+def _rss_rows(X, y):
+    """Residual sums of squares of the least-squares lines of ``y`` on each row of ``X``."""
+    xc = X - X.mean(axis=1, keepdims=True)
+    yc = y - y.mean()
+    sxx = np.einsum("ij,ij->i", xc, xc)
+    slope = np.divide(xc @ yc, sxx, out=np.zeros(len(X)), where=sxx > 0)
+    return np.sum((yc - slope[:, None] * xc) ** 2, axis=1)
+
+
 def _exp(x: float) -> float:
     """exp(x), ``inf`` beyond float64's range (a constant ``c`` of a tail whose fitted exponent is far
     from the data's scale), instead of math's OverflowError."""
@@ -407,8 +416,9 @@ def kl_fit(risk, dissipation, *, E_inf: float | None = None, level: float = 0.95
         return _regress(np.log(E - e_min + math.exp(u)), logI)[1]
 
     us = np.linspace(u_lo, u_hi, grid)
-    rs = np.array([rss_of(u) for u in us])
+    rs = _rss_rows(np.log(E - e_min + np.exp(us)[:, None]), logI)  # the whole grid at once
     j = int(np.argmin(rs))
+    rs[j] = rss_of(us[j])  # the grid's best on the same arithmetic as every later evaluation
     a, b = us[max(j - 1, 0)], us[min(j + 1, grid - 1)]
     u_best = optimize.minimize_scalar(rss_of, bounds=(a, b), method="bounded",
                                       options={"xatol": 1e-10}).x if b > a else us[j]

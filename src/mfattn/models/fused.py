@@ -495,8 +495,17 @@ def plain(*tensors) -> bool:
 
 
 def set_threads():
-    """Use the torch thread count (OMP_NUM_THREADS, torch.set_num_threads), at most numba's pool."""
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    """Use the torch thread count (OMP_NUM_THREADS, torch.set_num_threads), at most numba's pool.
+
+    numba starts its OpenMP pool on first use, and starting it sets the process's OpenMP thread
+    count to the pool's size (every core). torch reads its own count from there, so after that
+    first call an ``OMP_NUM_THREADS=1`` run would go on with all cores, in torch and in these
+    kernels alike. The count torch had is put back.
+    """
+    want = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(want, numba.config.NUMBA_NUM_THREADS)))
+    if torch.get_num_threads() != want:
+        torch.set_num_threads(want)
 
 
 def _blocks(heads: torch.Tensor):
