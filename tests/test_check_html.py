@@ -33,7 +33,9 @@ CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <p>a price of $5 and $6 is not math, nor is <code>$x$</code></p>
 <figure><img src="a.png" alt="a red square"><figcaption>beta = 4.0, the run's value (<code>mfattn</code>)</figcaption></figure>
 <div class="cell_output"><pre>verdicts: 2. flag = True, N = 16</pre></div>
-<p>written for a reader: 5.5 × 10⁻⁴, with <code>eps = 1e-3</code> in code and a version v1.2e5</p>"""
+<p>written for a reader: 5.5 × 10⁻⁴, with <code>eps = 1e-3</code> in code and a version v1.2e5</p>
+<p>slopes \u22120.98 and \u22120.86 over N = 540-560, the x-1 axis, <code>-p seed -1</code></p>
+<table><tr><td>\u22120.500</td><td>1.5e-04</td></tr></table>"""
 
 def _player() -> str:
     """A real player from mfattn.companion.plotting.animation: a dot moving across three frames."""
@@ -68,7 +70,7 @@ FAULTS = {
     "cut_output": '<div class="cell_output"><pre style="overflow-x:auto;white-space:pre">' + "x" * 400 + "</pre></div>",
     "dollar_tex": r"<p>a rate of $10^{-10}$ left as TeX</p>",
     "broken_number": '<table style="width:120px;table-layout:fixed"><tr><td style="width:40px;overflow-wrap:anywhere">'
-                     "-2.50e-01</td><td>b</td></tr></table>",
+                     "2.5000e-01</td><td>b</td></tr></table>",
     "caption_name": '<figure><img src="a.png" alt="a red square"><figcaption>a cloud of <code>n_cloud</code> heads'
                     "</figcaption></figure>",
     "bare_true": '<div class="cell_output"><pre>some text\nTrue</pre></div>',
@@ -83,6 +85,9 @@ FAULTS = {
     # glued Markdown parsed as CommonMark: its math role reaches the reader as "{math}" before code
     "myst_role": '<p>from {math}<code class="docutils literal notranslate">t=200</code> on</p>',
     "enotation": "<p>the gap falls to 5.5e-04 at the largest N</p>",
+    # a sign printed as a hyphen, in a sentence and in a table
+    "minus": "<p>the linear maps fall with slope -0.98</p>",
+    "minus_table": "<table><tr><td>predicted</td><td>-0.500</td></tr></table>",
     "too_tall": '<div style="height:46000px"></div>',
     # a printout wider than the column, wrapped by the stylesheet inside a number
     "split_number": '<div class="cell_output"><pre style="width:24ch;white-space:pre-wrap;overflow-wrap:anywhere">'
@@ -94,6 +99,7 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "bare_true": "repr", "true_in_sentence": "repr", "float_dump": "repr",
                  "frozen_animation": "animation", "animation_caption": "caption", "scrolled_code": "width",
                  "myst_role": "myst", "enotation": "enotation", "too_tall": "height",
+                 "minus": "minus", "minus_table": "minus",
                  "split_number": "split"}
 
 

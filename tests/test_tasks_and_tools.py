@@ -225,6 +225,31 @@ def test_verdict_table_and_config_table():
     assert buf.getvalue().strip() == "effective parameters: profile='ci', n=4, eps=0.002"
 
 
+def test_verdict_tables_write_a_sign_as_the_minus_sign():
+    """A negative value, prediction or counterfactual, and a sign in a claim's text, read as the math's
+    minus sign (U+2212) in the table; the printed form the nbval sanitiser compares keeps its hyphen."""
+    import re
+    from html.parser import HTMLParser
+
+    page = verdict_table_html([check_close("slope in N of e is -1/2 (N^-1/2), 540-560 heads", -0.52, -0.5, 0.05,
+                                           kind="claim", counterfactual=(-0.25, "rate -1/4"))])
+
+    class Text(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.parts = []
+
+        def handle_data(self, data):
+            self.parts.append(data)
+
+    parser = Text()
+    parser.feed(page)
+    text = "".join(parser.parts)
+    assert not re.search(r"(?<![\w.\-\u2212])-\.?\d", text), text
+    assert "\u22121/2 (N^\u22121/2), 540-560" in text and "\u22120.520" in text and "rate \u22121/4" in text
+    assert 'data-v="-5.20e-01"' in page
+
+
 def test_the_parameter_table_writes_values_for_a_reader(monkeypatch):
     """Chapter 08's table: its learning rate 0.00390625 reads 1/256, its eps 1e-8 a power of ten, the
     profile's name and the cache folder without Python's quotes and None; the plain text keeps the

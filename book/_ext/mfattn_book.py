@@ -13,8 +13,9 @@
   and its MyST source). These pages are re-read at every build, since they depend on files that
   Sphinx does not track.
 * Numbers in e-notation in the prose (glued values, docstrings: ``5.5e-04``) are written for a
-  reader (``5.5 × 10⁻⁴``, ``0.0036``), as the verdict tables write theirs; code, math, outputs and
-  raw HTML are left as they are.
+  reader (``5.5 × 10⁻⁴``, ``0.0036``), as the verdict tables write theirs, and a number's sign is
+  the minus sign of the math (``−0.98``, :func:`mfattn.companion.render.minus_signs`); code, math,
+  outputs and raw HTML are left as they are.
 """
 
 from __future__ import annotations
@@ -255,13 +256,16 @@ def prose_number(m: re.Match) -> str:
 
 
 def _prose_numbers(app, doctree, docname):
-    """Rewrite e-notation in the page's text nodes (not in code, math, outputs or raw HTML)."""
+    """Rewrite e-notation and a number's hyphen-minus sign (as U+2212, the math's minus) in the page's
+    text nodes (not in code, math, outputs or raw HTML)."""
     from docutils import nodes
 
     skip = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw, nodes.comment,
             nodes.doctest_block)
+    from mfattn.companion.render import minus_signs
+
     for text in list(doctree.findall(nodes.Text)):
-        if not _ENOTATION.search(text.astext()):
+        if not _ENOTATION.search(text.astext()) and minus_signs(text.astext()) == text.astext():
             continue
         parent, inside = text.parent, False
         while parent is not None:
@@ -270,7 +274,7 @@ def _prose_numbers(app, doctree, docname):
                 break
             parent = parent.parent
         if not inside:
-            text.parent.replace(text, nodes.Text(_ENOTATION.sub(prose_number, text.astext())))
+            text.parent.replace(text, nodes.Text(minus_signs(_ENOTATION.sub(prose_number, text.astext()))))
 
 
 def setup(app):

@@ -26,6 +26,8 @@ page and MathJax have finished, the checker fails on
   wraps long code lines at the column);
 * ``enotation``: a number in e-notation in the prose (``5.5e-04`` in a sentence, a caption or a
   heading; code, math, tables and outputs aside): the book writes it ``5.5 × 10⁻⁴``;
+* ``minus``: a number whose sign is a hyphen-minus (``-0.98``) in the prose or a table, beside the
+  math's minus sign (``−0.98``); code and printed outputs aside;
 * ``height``: a page taller than its budget (:data:`HEIGHT_BUDGET`, :data:`HEIGHT_BUDGETS`), so
   that a page meant to be scanned (the evidence map) stays scannable.
 
@@ -92,6 +94,16 @@ async () => {
     for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
     const m = text.match(/(^|[^\w.])(\d(?:\.\d+)?e[-+]?\d+)(?![\w.])/);
     if (m) faults.push(['enotation', `"${m[2]}" in the prose: ` + describe(p)]);
+  }
+  // a number's sign printed as a hyphen-minus in the prose or a table (the math and the tables write
+  // U+2212): code and printed outputs aside; a hyphen after a letter, digit, point or dash is a hyphen
+  for (const p of col.querySelectorAll('p, li, dd, td, th, h1, h2, h3, h4, figcaption, summary')) {
+    if (p.closest('pre, code, kbd, samp, .cell_input, .highlight, mjx-container')) continue;
+    let text = '';
+    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    // TeX left in the text is the math check's fault, not this one's
+    const m = text.replace(/\$[^$]*\$/g, '').match(/(^|[^\w.\-\u2212])(-\.?\d[\d.]*)/);
+    if (m) faults.push(['minus', `"${m[2]}" with a hyphen for its sign: ` + describe(p)]);
   }
   faults.push(['__height', String(document.documentElement.scrollHeight)]);
   // tables: a word or a number broken across lines inside a cell (the cell is narrower than it)

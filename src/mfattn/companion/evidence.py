@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from .render import ENOTATION, result_anchor, number_html, verdict_anchor
+from .render import ENOTATION, minus_signs_html, result_anchor, number_html, verdict_anchor
 from .verdicts import EVIDENCE, KINDS
 
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
@@ -448,7 +448,7 @@ def headline(records: list[dict]) -> str:
 
 def _esc(s: str) -> str:
     """Markdown-safe text for a table cell, its e-notation numbers written for a reader and never
-    broken across lines (:func:`mfattn.companion.render.number_html`). Math (``$...$``) is left as
+    broken across lines (:func:`mfattn.companion.render.number_html`), a sign as a minus sign. Math (``$...$``) is left as
     it is but for its pipes: an escaped star inside it is a MathJax error."""
     parts = re.split(r"(\$[^$]+\$)", s)
     out = []
@@ -457,7 +457,7 @@ def _esc(s: str) -> str:
             out.append(part.replace("|", "\\|"))
         else:
             part = part.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
-            out.append(ENOTATION.sub(lambda m: number_html(m.group(0)), part))
+            out.append(minus_signs_html(ENOTATION.sub(lambda m: number_html(m.group(0)), part)))
     return "".join(out)
 
 

@@ -14,7 +14,7 @@ import re
 
 from .verdicts import EVIDENCE, Verdict, fmt, summary  # noqa: F401  (fmt: the numbers the table shows)
 
-__all__ = ["number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
+__all__ = ["minus_signs", "minus_signs_html", "number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
 
 _PASS_STYLE = "background:#e3f2e6;color:#14532d"
 _FAIL_STYLE = "background:#fde2e1;color:#8b1111"
@@ -26,6 +26,55 @@ _KIND_STYLE = {"claim": "background:#dbeafe;color:#1e3a8a", "derived": "backgrou
 _TAG = "font-weight:700;padding:1px 5px;border-radius:3px;white-space:nowrap"
 _CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:break-word;border-top:1px solid #d0d7de"
 ENOTATION = re.compile(r"(-?)(~?)(\d(?:\.\d+)?)e([-+]\d+)")
+# a hyphen-minus that is a number's sign: not after a letter, digit, point or dash ("2-3", "x-1" stay)
+_SIGN = re.compile(r"(?<![\w.\-\u2212])-(?=\.?\d)")
+_PLUS_MINUS = re.compile(r"\+-(?=\.?\d)")
+_TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
+
+
+def minus_signs(text: str) -> str:
+    """``text`` with every number's sign written as the minus sign U+2212, as the math and the
+    verdict tables print it, and ``+-`` before a number as ``±``. A hyphen after a letter, digit,
+    point or dash is a hyphen, not a sign: ranges (``540-560``), names (``x-1``) and e-notation
+    exponents stay as they are.
+
+    Parameters
+    ----------
+    text : str
+        Plain text (a sentence of prose, a table cell).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from mfattn.companion.render import minus_signs
+    >>> minus_signs("slope -0.98 in [-1.10, -.86]; N^-1/2; 540-560; x-1; 1.5e-04; range +-1")
+    'slope \u22120.98 in [\u22121.10, \u2212.86]; N^\u22121/2; 540-560; x-1; 1.5e-04; range \xb11'
+    """
+    return _SIGN.sub("\u2212", _PLUS_MINUS.sub("\u00b1", text))
+
+
+def minus_signs_html(markup: str) -> str:
+    """:func:`minus_signs` on the text of the HTML ``markup``, its tags (and their attributes) untouched.
+
+    Parameters
+    ----------
+    markup : str
+        HTML whose text is escaped (a ``<`` in the text would read as a tag's start).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from mfattn.companion.render import minus_signs_html
+    >>> minus_signs_html('<span data-v="-5.1e-01">-0.510</span> and -1')
+    '<span data-v="-5.1e-01">\u22120.510</span> and \u22121'
+    """
+    return _TAG_OR_TEXT.sub(lambda m: m.group(1) or minus_signs(m.group(2)), markup)
 
 
 def _esc(text: str) -> str:
@@ -83,7 +132,7 @@ def number_html(text: str, trim: bool = False) -> str:
         return f'<span class="mfattn-num" data-v="{m.group(0)}">{shown}</span>'
 
     out = _esc(text).replace("+-", "±").replace("&lt;=", "≤").replace("&gt;=", "≥")
-    return ENOTATION.sub(one, out)
+    return minus_signs_html(ENOTATION.sub(one, out))
 
 
 def result_anchor(ref: str) -> str:
@@ -160,14 +209,14 @@ def verdict_table_html(verdicts) -> str:
         if v.counterfactual is not None:
             c = v.counterfactual
             label = c.label()
-            cf = (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} ({_esc(c.why)}"
-                  f"{'; ' + _esc(label) if label else ''}): {c.outcome}</small>")
+            cf = (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} "
+                  + minus_signs_html(f"({_esc(c.why)}{'; ' + _esc(label) if label else ''}): {c.outcome}</small>"))
         rows.append(
             f'<tr class="mfattn-{v.status.lower()} mfattn-kind-{v.kind}" id="{verdict_anchor(v.claim)}">'
             f'<td style="{_CELL}"><span class="mfattn-status" style="{style};{_TAG}">{v.status}</span><br>'
             f'<span class="mfattn-kind" style="{_KIND_STYLE[v.kind]};{_TAG};font-weight:400;font-size:0.9em">'
             f'{_esc(kind)}</span></td>'
-            f'<td style="{_CELL}">{_esc(v.claim)}{why}{refs}</td>'
+            f'<td style="{_CELL}">{minus_signs_html(_esc(v.claim) + why)}{refs}</td>'
             f'<td style="{_CELL}">{number_html(fmt(v.measured, v.sig, v.floor))}</td>'
             f'<td style="{_CELL}">{number_html(v.predicted, trim=True)}</td>'
             f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>'
