@@ -417,8 +417,9 @@ def show_config(cfg, source=None, values=None) -> None:
     # automatic layout: each column as wide as its longest word needs, values wrap at spaces
     cell = "padding:2px 6px;vertical-align:top;border-top:1px solid #d0d7de"
     ths = "".join(f'<th style="{cell};text-align:left">{_esc(h)}</th>' for h in head)
+    # each value cell names its column (data-label): on a phone the rows stack and show it (_static/mfattn.css)
     trs = "".join("<tr>" + f'<td style="{cell}"><code>{_esc(b[0])}</code></td>'
-                  + "".join(f'<td style="{cell}">{x}</td>' for x in b[1:-1])
+                  + "".join(f'<td style="{cell}" data-label="{_esc(h)}">{x}</td>' for h, x in zip(head[1:-1], b[1:-1]))
                   + f'<td style="{cell}"><small>{_esc(b[-1])}</small></td></tr>' for b in shown)
     html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;'
                  f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
