@@ -84,7 +84,8 @@ def _esc(text: str) -> str:
 def number_html(text: str, trim: bool = False) -> str:
     """``text`` (HTML-escaped) with every number in e-notation (as :func:`~mfattn.companion.verdicts.fmt` prints them) written
     for a reader: a plain decimal when its exponent is between -3 and 3 (``2.00e+00`` is ``2.00``,
-    ``-5.10e-01`` is ``-0.510``), else a power of ten (``1.23 × 10⁻⁵``); ``~1e-06`` is ``~10⁻⁶``.
+    ``-5.10e-01`` is ``−0.510``), else a power of ten (``1.23 × 10⁻⁵``); ``~1e-06`` is ``~10⁻⁶``.
+    Every sign is the minus sign (:func:`minus_signs_html`).
     The significant digits stay those printed; ``trim`` drops trailing zeros (for predictions and
     tolerances, which are exact). Each number keeps its printed form in ``data-v``, which the nbval
     sanitiser (``nbval-sanitize.cfg``) compares instead of the display.
@@ -99,7 +100,7 @@ def number_html(text: str, trim: bool = False) -> str:
     Returns
     -------
     str
-        HTML; ``+-``, ``<=`` and ``>=`` become ``±``, ``≤`` and ``≥``.
+        HTML; ``+-``, ``<=`` and ``>=`` become ``±``, ``≤`` and ``≥``, a sign ``−``.
 
     Examples
     --------
