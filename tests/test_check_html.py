@@ -35,7 +35,9 @@ CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <div class="cell_output"><pre>verdicts: 2. flag = True, N = 16</pre></div>
 <p>written for a reader: 5.5 × 10⁻⁴, with <code>eps = 1e-3</code> in code and a version v1.2e5</p>
 <p>slopes \u22120.98 and \u22120.86 over N = 540-560, the x-1 axis, <code>-p seed -1</code></p>
-<table><tr><td>\u22120.500</td><td>1.5e-04</td></tr></table>"""
+<table><tr><td>\u22120.500</td><td>1.5e-04</td></tr></table>
+<table style="width:100%;table-layout:fixed"><colgroup><col style="width:93%"><col style="width:7%"></colgroup>
+<tr><td>a wide column of sentences, as many words as it likes</td><td>0.52</td></tr></table>"""
 
 def _player() -> str:
     """A real player from mfattn.companion.plotting.animation: a dot moving across three frames."""
@@ -88,6 +90,10 @@ FAULTS = {
     # a sign printed as a hyphen, in a sentence and in a table
     "minus": "<p>the linear maps fall with slope -0.98</p>",
     "minus_table": "<table><tr><td>predicted</td><td>-0.500</td></tr></table>",
+    # a column of sentences squeezed to 100 px beside a wide one
+    "narrow_column": '<table style="width:100%;table-layout:fixed"><colgroup><col style="width:83%">'
+                     '<col style="width:17%"></colgroup><tr><td>a</td><td>' + "a sentence of several words " * 3
+                     + "</td></tr></table>",
     "too_tall": '<div style="height:46000px"></div>',
     # a printout wider than the column, wrapped by the stylesheet inside a number
     "split_number": '<div class="cell_output"><pre style="width:24ch;white-space:pre-wrap;overflow-wrap:anywhere">'
@@ -99,7 +105,7 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "bare_true": "repr", "true_in_sentence": "repr", "float_dump": "repr",
                  "frozen_animation": "animation", "animation_caption": "caption", "scrolled_code": "width",
                  "myst_role": "myst", "enotation": "enotation", "too_tall": "height",
-                 "minus": "minus", "minus_table": "minus",
+                 "minus": "minus", "minus_table": "minus", "narrow_column": "column",
                  "split_number": "split"}
 
 

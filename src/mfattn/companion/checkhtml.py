@@ -28,6 +28,8 @@ page and MathJax have finished, the checker fails on
   heading; code, math, tables and outputs aside): the book writes it ``5.5 × 10⁻⁴``;
 * ``minus``: a number whose sign is a hyphen-minus (``-0.98``) in the prose or a table, beside the
   math's minus sign (``−0.98``); code and printed outputs aside;
+* ``column``: a table column of sentences (:data:`COLUMN_CHARS` characters a cell or more, on
+  average) narrower than :data:`COLUMN_PX`, squeezed by its neighbours into lines of a word or two;
 * ``height``: a page taller than its budget (:data:`HEIGHT_BUDGET`, :data:`HEIGHT_BUDGETS`), so
   that a page meant to be scanned (the evidence map) stays scannable.
 
@@ -54,10 +56,16 @@ HEIGHT_BUDGET = 45_000
 HEIGHT_BUDGETS = {"book/evidence.html": 13_500}
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
+#: A table column whose cells hold at least this many characters on average (sentences, not numbers)
+#: must be at least :data:`COLUMN_PX` wide at :data:`VIEWPORT`: about five words a line.
+COLUMN_CHARS = 60
+COLUMN_PX = 160
+
 # The in-page half of the checks. It returns a list of [kind, message].
 _PAGE_CHECKS = r"""
 async () => {
   const faults = [];
+  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__;
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
   }
@@ -104,6 +112,23 @@ async () => {
     // TeX left in the text is the math check's fault, not this one's
     const m = text.replace(/\$[^$]*\$/g, '').match(/(^|[^\w.\-\u2212])(-\.?\d[\d.]*)/);
     if (m) faults.push(['minus', `"${m[2]}" with a hyphen for its sign: ` + describe(p)]);
+  }
+  // a column of sentences squeezed by its neighbours: its cells hold COLUMN_CHARS characters or more on
+  // average and it is narrower than COLUMN_PX (a column of short numbers may be as narrow as it likes)
+  for (const t of col.querySelectorAll('table')) {
+    if (t.closest('pre, .cell_input, .highlight')) continue;
+    const rows = Array.from(t.rows);
+    const widest = rows.reduce((a, r) => (!a || r.cells.length > a.cells.length) ? r : a, null);
+    if (!widest) continue;
+    for (let j = 0; j < widest.cells.length; j++) {
+      const cells = rows.map(r => r.cells[j]).filter(c => c && c.tagName === 'TD');
+      if (!cells.length) continue;
+      const chars = cells.reduce((a, c) => a + c.innerText.trim().length, 0) / cells.length;
+      const w = widest.cells[j].getBoundingClientRect().width;
+      if (chars >= COLUMN_CHARS && w < COLUMN_PX)
+        faults.push(['column', `column ${j + 1} is ${Math.round(w)} px wide for ${Math.round(chars)} characters a cell: `
+                     + describe(t)]);
+    }
   }
   faults.push(['__height', String(document.documentElement.scrollHeight)]);
   // tables: a word or a number broken across lines inside a cell (the cell is narrower than it)
@@ -248,6 +273,7 @@ async () => {
   return faults;
 }
 """
+_PAGE_CHECKS = _PAGE_CHECKS.replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
 
 
 @dataclass(frozen=True)
