@@ -4,6 +4,8 @@ where Chromium or Playwright is missing (`.ci/run` installs Chromium)."""
 
 import base64
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,21 @@ if not any(Path(c).is_file() for c in checkhtml.CHROMIUM_CANDIDATES) and not shu
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg=="
 )
+
+
+
+def with_text_record(png: bytes, value: str) -> bytes:
+    """``png`` with a tEXt chunk (PNG specification, section 11.3.4.3: keyword, a zero byte, the text;
+    the CRC over the type and the data) that records its smallest text, placed after the header chunk."""
+    data = checkhtml.TEXT_KEY.encode("latin-1") + b"\0" + value.encode("latin-1")
+    chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(">I", zlib.crc32(b"tEXt" + data))
+    end_of_header = 8 + 8 + 13 + 4  # the signature, then IHDR: length and type, 13 bytes, its CRC
+    return png[:end_of_header] + chunk + png[end_of_header:]
+
+
+# the figures of the pages: a.png records text 20 px high in its own pixels (shown at its own 2 px
+# width: 20 px); small.png records 10 px and is shown at half its width (5 px); bare.png records nothing
+FIGURES = {"a.png": with_text_record(PNG, "20.00"), "small.png": with_text_record(PNG, "10.00"), "bare.png": PNG}
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>t</title>
 <link rel="icon" href="data:,"></head>
@@ -95,6 +112,11 @@ FAULTS = {
                      '<col style="width:17%"></colgroup><tr><td>a</td><td>' + "a sentence of several words " * 3
                      + "</td></tr></table>",
     "too_tall": '<div style="height:46000px"></div>',
+    # a figure whose smallest text the page shows 5 px high; an output figure with no record of its text
+    "small_text": '<div class="cell_output"><figure><img src="small.png" alt="a square" style="width:1px">'
+                  "<figcaption>c</figcaption></figure></div>",
+    "no_text_record": '<div class="cell_output"><figure><img src="bare.png" alt="a square">'
+                      "<figcaption>c</figcaption></figure></div>",
     # a printout wider than the column, wrapped by the stylesheet inside a number
     "split_number": '<div class="cell_output"><pre style="width:24ch;white-space:pre-wrap;overflow-wrap:anywhere">'
                     "slope at the end: 1.96e-02, floor 3.1e-03</pre></div>",
@@ -106,13 +128,14 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "frozen_animation": "animation", "animation_caption": "caption", "scrolled_code": "width",
                  "myst_role": "myst", "enotation": "enotation", "too_tall": "height",
                  "minus": "minus", "minus_table": "minus", "narrow_column": "column",
-                 "split_number": "split"}
+                 "split_number": "split", "small_text": "figtext", "no_text_record": "figtext"}
 
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
-    (site / "a.png").write_bytes(PNG)
+    for name, png in FIGURES.items():
+        (site / name).write_bytes(png)
     (site / "clean.html").write_text(PAGE.format(body=CLEAN))
     # a code input whose long lines wrap at the column (the book's stylesheet) passes
     (site / "code_input.html").write_text(PAGE.format(

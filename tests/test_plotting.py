@@ -103,3 +103,39 @@ def test_animation_refuses_bad_arguments(kw, name):
     with pytest.raises(ValueError, match=name):
         plotting.animation(fig, lambda i: None, args.pop("frames"), **args)
     plt.close(fig)
+
+
+def test_a_chapter_figure_records_its_smallest_text_in_the_png():
+    """The PNG a chapter's kernel shows carries the height of the figure's smallest text in its own
+    pixels: the font size set here (7 pt, a legend's) at the retina PNG's dpi (twice DPI), over 72
+    points an inch; read back by Pillow's PNG reader, not by the code that wrote it."""
+    pytest.importorskip("matplotlib_inline")
+    import io
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from PIL import Image
+
+    shell = InteractiveShell.instance()
+    try:
+        with matplotlib.rc_context():
+            plotting.use()
+            fig, ax = plotting.panels(1, height=2.0)
+            ax.plot([0, 1], [0, 1], label="a line")
+            ax.legend(fontsize=7)
+            data, _ = shell.display_formatter.format(fig)
+            plt.close(fig)
+    finally:
+        InteractiveShell.clear_instance()
+    png = data["image/png"]
+    png = base64.b64decode(png) if isinstance(png, str) else png
+    image = Image.open(io.BytesIO(png))
+    assert float(image.text[plotting.TEXT_KEY]) == pytest.approx(7 * 2 * plotting.DPI / 72, abs=0.006)
+
+
+def test_smallest_text_bad_input():
+    with pytest.raises(ValueError, match="^fig:"):
+        plotting.smallest_text_pt("not a figure")
+    fig, _ = plt.subplots()
+    with pytest.raises(ValueError, match="^dpi:"):
+        plotting.png_metadata(fig, 0)
+    plt.close(fig)

@@ -30,6 +30,10 @@ page and MathJax have finished, the checker fails on
   math's minus sign (``−0.98``); code and printed outputs aside;
 * ``column``: a table column of sentences (:data:`COLUMN_CHARS` characters a cell or more, on
   average) narrower than :data:`COLUMN_PX`, squeezed by its neighbours into lines of a word or two;
+* ``figtext``: a figure whose smallest text the page shows below :data:`TEXT_PX` px high: the height
+  the PNG records of its smallest text (:data:`mfattn.companion.plotting.TEXT_KEY`, in the PNG's
+  own pixels, written by the chapters' figure style) times the width the page shows the PNG at over
+  its own width; or a chapter's output figure that carries no such record;
 * ``height``: a page taller than its budget (:data:`HEIGHT_BUDGET`, :data:`HEIGHT_BUDGETS`), so
   that a page meant to be scanned (the evidence map) stays scannable.
 
@@ -49,6 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from mfattn.companion.plotting import TEXT_KEY
+
 VIEWPORT = {"width": 1280, "height": 900}
 #: The tallest a page may be at :data:`VIEWPORT`, in px (50 screens; the longest chapter is about 37,000).
 HEIGHT_BUDGET = 45_000
@@ -60,12 +66,15 @@ CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 #: must be at least :data:`COLUMN_PX` wide at :data:`VIEWPORT`: about five words a line.
 COLUMN_CHARS = 60
 COLUMN_PX = 160
+#: The smallest a figure's text may be shown at :data:`VIEWPORT`, in CSS px (the body text is 16 px,
+#: a figure's tick labels about 13).
+TEXT_PX = 8
 
 # The in-page half of the checks. It returns a list of [kind, message].
 _PAGE_CHECKS = r"""
 async () => {
   const faults = [];
-  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__;
+  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__, TEXT_PX = __TEXTPX__, TEXT_KEY = '__TEXTKEY__';
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
   }
@@ -270,10 +279,48 @@ async () => {
                                  (src1 === src0 ? ', the same picture)' : ')')]);
     }
   }
+  // figures: the smallest text as the page shows it, from the record in the PNG (a tEXt chunk)
+  const pngText = async (src) => {
+    try {
+      const buf = new Uint8Array(await (await fetch(src)).arrayBuffer());
+      const dv = new DataView(buf.buffer);
+      if (buf.length < 8 || dv.getUint32(0) !== 0x89504e47) return null;
+      const latin1 = new TextDecoder('latin1');
+      for (let at = 8; at + 8 <= buf.length;) {
+        const n = dv.getUint32(at), type = latin1.decode(buf.slice(at + 4, at + 8));
+        if (type === 'IEND') break;
+        if (type === 'tEXt') {
+          const data = buf.slice(at + 8, at + 8 + n), z = data.indexOf(0);
+          if (z > 0 && latin1.decode(data.slice(0, z)) === TEXT_KEY) return latin1.decode(data.slice(z + 1));
+        }
+        at += 12 + n;
+      }
+    } catch (e) { /* an image that cannot be read has no record */ }
+    return null;
+  };
+  for (const img of col.querySelectorAll('img')) {
+    if (img.closest('div.animation')) continue;  // the player's frames: drawn by plotting.animation
+    const src = img.currentSrc || img.src;
+    if (!/\.png([?#]|$)/i.test(src) && !src.startsWith('data:image/png')) continue;
+    const w = img.getBoundingClientRect().width;
+    if (!img.naturalWidth || !w) continue;
+    const rec = await pngText(src);
+    const name = (img.getAttribute('src') || '').slice(0, 80);
+    if (rec === null) {
+      if (img.closest('.cell_output, .output')) faults.push(['figtext', 'an output figure without a record of its smallest text: ' + name]);
+      continue;
+    }
+    const px = Number(rec) * w / img.naturalWidth;
+    if (rec !== 'none' && !(px >= TEXT_PX)) {
+      faults.push(['figtext', `smallest text ${px.toFixed(1)} px high as shown (${Math.round(w)} px of the PNG's ` +
+                              `${img.naturalWidth}), under ${TEXT_PX} px: ` + name]);
+    }
+  }
   return faults;
 }
 """
-_PAGE_CHECKS = _PAGE_CHECKS.replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
+_PAGE_CHECKS = (_PAGE_CHECKS.replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
+                .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY))
 
 
 @dataclass(frozen=True)

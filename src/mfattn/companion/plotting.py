@@ -15,13 +15,19 @@ import math
 
 import numpy as np
 
-__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "animation", "panels", "use"]
+__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "animation", "panels", "png_metadata",
+           "smallest_text_pt", "use"]
 
 COLUMN_WIDTH = 6.9  # inches: the book's column at DPI
 DPI = 100
 #: Dots per inch of an animation's frames: every frame is a PNG inside the page, so frames are
 #: drawn coarser than still figures to keep a chapter page within a few megabytes.
 ANIMATION_DPI = 80
+
+#: The keyword of the PNG text chunk in which a figure records the height of its smallest text, in the
+#: PNG's own pixels (font size in points times the drawing's dots per inch over 72). The book checker
+#: (``python -m mfattn check-html``) reads it and scales it by the size the page shows the figure at.
+TEXT_KEY = "mfattn smallest text px"
 
 STYLE = {
     "figure.dpi": DPI,
@@ -69,10 +75,103 @@ def use() -> None:
         from IPython import get_ipython
     except ImportError:  # matplotlib alone: the style is all there is to apply
         return
-    if get_ipython() is not None:
+    shell = get_ipython()
+    if shell is not None:
+        from matplotlib.figure import Figure
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
         set_matplotlib_formats("retina")
+        shell.display_formatter.formatters["image/png"].for_type(Figure, _retina_png)
+
+
+def _retina_png(fig):
+    """IPython's retina PNG of ``fig`` (drawn at twice its dpi), with :func:`png_metadata` inside."""
+    from IPython.core.pylabtools import retina_figure
+
+    return retina_figure(fig, base64=True, metadata=png_metadata(fig, 2 * fig.dpi))
+
+
+def smallest_text_pt(fig) -> float:
+    """The font size, in points, of the smallest non-empty visible text of ``fig`` (titles, labels,
+    tick labels, legends, annotations); ``inf`` for a figure without text. The figure is drawn once
+    (without rendering), as saving it would, so that its tick labels have their text.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+
+    Returns
+    -------
+    float
+        The smallest font size in points.
+
+    Raises
+    ------
+    ValueError
+        If ``fig`` is not a matplotlib figure.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import smallest_text_pt
+    >>> fig, ax = plt.subplots()
+    >>> ax.tick_params(labelsize=9)
+    >>> _ = ax.set_title("a title", fontsize=12)
+    >>> _ = ax.plot([0, 1], label="a line")
+    >>> legend = ax.legend(fontsize=6.5)
+    >>> smallest_text_pt(fig)
+    6.5
+    >>> legend.set_visible(False)
+    >>> smallest_text_pt(fig)
+    9.0
+    >>> plt.close(fig)
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    if not isinstance(fig, Figure):
+        raise ValueError(f"fig: expected a matplotlib Figure, got {type(fig).__name__}")
+
+    sizes = []
+
+    def walk(artist):  # an invisible artist hides everything under it (a legend, an axes)
+        if not artist.get_visible():
+            return
+        if isinstance(artist, Text) and artist.get_text().strip():
+            sizes.append(artist.get_fontsize())
+        for child in artist.get_children():
+            walk(child)
+
+    fig.draw_without_rendering()  # tick labels get their text when drawn
+    walk(fig)
+    return float(min(sizes)) if sizes else math.inf
+
+
+def png_metadata(fig, dpi: float) -> dict:
+    """The PNG text chunk a figure carries when drawn at ``dpi``: ``{TEXT_KEY: height}``, the height
+    of its smallest text (:func:`smallest_text_pt`) in the PNG's own pixels, ``pt * dpi / 72``.
+    Passed as ``metadata=`` to ``savefig`` (PNG); chapters' figures carry it through :func:`use`.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import png_metadata
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.set_title("t", fontsize=9)
+    >>> ax.tick_params(labelsize=10)
+    >>> png_metadata(fig, 200)
+    {'mfattn smallest text px': '25.00'}
+    >>> plt.close(fig)
+    """
+    if not dpi > 0:
+        raise ValueError(f"dpi: expected a positive number of dots per inch, got {dpi!r}")
+    pt = smallest_text_pt(fig)
+    return {TEXT_KEY: "none" if math.isinf(pt) else f"{pt * dpi / 72:.2f}"}
 
 
 def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, sharex: bool = False,
