@@ -265,7 +265,8 @@ def _prose_numbers(app, doctree, docname):
     from mfattn.companion.render import minus_signs
 
     for text in list(doctree.findall(nodes.Text)):
-        if not _ENOTATION.search(text.astext()) and minus_signs(text.astext()) == text.astext():
+        new = minus_signs(_ENOTATION.sub(prose_number, text.astext()))
+        if new == text.astext():
             continue
         parent, inside = text.parent, False
         while parent is not None:
@@ -274,7 +275,7 @@ def _prose_numbers(app, doctree, docname):
                 break
             parent = parent.parent
         if not inside:
-            text.parent.replace(text, nodes.Text(minus_signs(_ENOTATION.sub(prose_number, text.astext()))))
+            text.parent.replace(text, nodes.Text(new))
 
 
 def setup(app):

@@ -54,6 +54,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from mfattn.companion.plotting import TEXT_KEY
+from mfattn.companion.render import SIGN_PATTERN
 
 VIEWPORT = {"width": 1280, "height": 900}
 #: The tallest a page may be at :data:`VIEWPORT`, in px (50 screens; the longest chapter is about 37,000).
@@ -89,6 +90,9 @@ async () => {
     const text = Array.from((el.innerText || el.textContent || '').trim().replace(/\s+/g, ' ')).slice(0, 60).join('');
     return text ? `${s} "${text}"` : s;
   };
+  // an element's own text, without that of its children (math, code, links are judged on their own)
+  const ownText = el => Array.from(el.childNodes).filter(n => n.nodeType === Node.TEXT_NODE)
+                               .map(n => n.textContent).join('');
   // math
   for (const m of col.querySelectorAll('.math')) {
     if (!m.querySelector('mjx-container')) faults.push(['math', 'unrendered: ' + describe(m)]);
@@ -96,8 +100,7 @@ async () => {
   for (const e of col.querySelectorAll('mjx-merror, merror')) faults.push(['math', 'MathJax error: ' + describe(e)]);
   for (const p of col.querySelectorAll('p, li, td, dd, h1, h2, h3, h4, figcaption')) {
     if (p.closest('pre, code, .cell_input, .cell_output, .highlight')) continue;
-    let text = '';
-    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    const text = ownText(p);
     if (/\$\$|\\\(|\\\[/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
     // a single $...$ pair around TeX (a backslash, ^, _ or a brace inside) that MathJax never saw
     else if (/\$[^$\s][^$]*[\\^_{}][^$]*\$/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
@@ -107,8 +110,7 @@ async () => {
   // e-notation in the prose: code, math and outputs aside
   for (const p of col.querySelectorAll('p, li, dd, h1, h2, h3, h4, figcaption, summary')) {
     if (p.closest('pre, code, table, .cell_input, .cell_output, .output, .highlight, mjx-container')) continue;
-    let text = '';
-    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    const text = ownText(p);
     const m = text.match(/(^|[^\w.])(\d(?:\.\d+)?e[-+]?\d+)(?![\w.])/);
     if (m) faults.push(['enotation', `"${m[2]}" in the prose: ` + describe(p)]);
   }
@@ -116,11 +118,10 @@ async () => {
   // U+2212): code and printed outputs aside; a hyphen after a letter, digit, point or dash is a hyphen
   for (const p of col.querySelectorAll('p, li, dd, td, th, h1, h2, h3, h4, figcaption, summary')) {
     if (p.closest('pre, code, kbd, samp, .cell_input, .highlight, mjx-container')) continue;
-    let text = '';
-    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    const text = ownText(p);
     // TeX left in the text is the math check's fault, not this one's
-    const m = text.replace(/\$[^$]*\$/g, '').match(/(^|[^\w.\-\u2212])(-\.?\d[\d.]*)/);
-    if (m) faults.push(['minus', `"${m[2]}" with a hyphen for its sign: ` + describe(p)]);
+    const m = text.replace(/\$[^$]*\$/g, '').match(/__SIGN__[\d.]*/);
+    if (m) faults.push(['minus', `"${m[0]}" with a hyphen for its sign: ` + describe(p)]);
   }
   // a column of sentences squeezed by its neighbours: its cells hold COLUMN_CHARS characters or more on
   // average and it is narrower than COLUMN_PX (a column of short numbers may be as narrow as it likes)
@@ -320,7 +321,8 @@ async () => {
 }
 """
 _PAGE_CHECKS = (_PAGE_CHECKS.replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
-                .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY))
+                .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY)
+                .replace("__SIGN__", SIGN_PATTERN))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 
 from .verdicts import EVIDENCE, Verdict, fmt, summary  # noqa: F401  (fmt: the numbers the table shows)
 
-__all__ = ["minus_signs", "minus_signs_html", "number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
+__all__ = ["SIGN_PATTERN", "minus_signs", "minus_signs_html", "number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
 
 _PASS_STYLE = "background:#e3f2e6;color:#14532d"
 _FAIL_STYLE = "background:#fde2e1;color:#8b1111"
@@ -27,7 +27,11 @@ _TAG = "font-weight:700;padding:1px 5px;border-radius:3px;white-space:nowrap"
 _CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:break-word;border-top:1px solid #d0d7de"
 ENOTATION = re.compile(r"(-?)(~?)(\d(?:\.\d+)?)e([-+]\d+)")
 # a hyphen-minus that is a number's sign: not after a letter, digit, point or dash ("2-3", "x-1" stay)
-_SIGN = re.compile(r"(?<![\w.\-\u2212])-(?=\.?\d)")
+#: A hyphen that is a number's sign: before a digit (or a point and a digit), and not after a letter,
+#: a digit, a point or a dash (ranges, names, exponents). Python's and JavaScript's regular expressions
+#: read it alike; the book checker (:mod:`mfattn.companion.checkhtml`) finds the same hyphens with it.
+SIGN_PATTERN = r"(?<![\w.\-\u2212])-(?=\.?\d)"
+_SIGN = re.compile(SIGN_PATTERN)
 _PLUS_MINUS = re.compile(r"\+-(?=\.?\d)")
 _TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
 
