@@ -34,6 +34,9 @@ page and MathJax have finished, the checker fails on
   the PNG records of its smallest text (:data:`mfattn.companion.plotting.TEXT_KEY`, in the PNG's
   own pixels, written by the chapters' figure style) times the width the page shows the PNG at over
   its own width; or a chapter's output figure that carries no such record;
+* ``chip``: a code chip in the prose (``mfattn.models.baseline.PractitionerAttention``) whose longest
+  piece without a break opportunity is wider than a phone's text column (:data:`PHONE_PX`), measured
+  at 1280 px: on a phone it would leave the column;
 * ``height``: a page taller than its budget (:data:`HEIGHT_BUDGET`, :data:`HEIGHT_BUDGETS`), so
   that a page meant to be scanned (the evidence map) stays scannable.
 
@@ -67,6 +70,9 @@ CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 #: must be at least :data:`COLUMN_PX` wide at :data:`VIEWPORT`: about five words a line.
 COLUMN_CHARS = 60
 COLUMN_PX = 160
+#: The text column of a phone (390 px wide), in CSS px: a code chip in the prose wider than this
+#: without a place to break would leave the column there.
+PHONE_PX = 350
 #: The smallest a figure's text may be shown at :data:`VIEWPORT`, in CSS px (the body text is 16 px,
 #: a figure's tick labels about 13).
 TEXT_PX = 8
@@ -75,7 +81,8 @@ TEXT_PX = 8
 _PAGE_CHECKS = r"""
 async () => {
   const faults = [];
-  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__, TEXT_PX = __TEXTPX__, TEXT_KEY = '__TEXTKEY__';
+  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__, TEXT_PX = __TEXTPX__, TEXT_KEY = '__TEXTKEY__',
+        PHONE_PX = __PHONEPX__;
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
   }
@@ -111,7 +118,7 @@ async () => {
   for (const p of col.querySelectorAll('p, li, dd, h1, h2, h3, h4, figcaption, summary')) {
     if (p.closest('pre, code, table, .cell_input, .cell_output, .output, .highlight, mjx-container')) continue;
     const text = ownText(p);
-    const m = text.match(/(^|[^\w.])(\d(?:\.\d+)?e[-+]?\d+)(?![\w.])/);
+    const m = text.match(/(^|[^\w.])(\d(?:\.\d+)?e[-+]?\d+)(?!\w|\.\d)/);
     if (m) faults.push(['enotation', `"${m[2]}" in the prose: ` + describe(p)]);
   }
   // a number's sign printed as a hyphen-minus in the prose or a table (the math and the tables write
@@ -280,6 +287,21 @@ async () => {
                                  (src1 === src0 ? ', the same picture)' : ')')]);
     }
   }
+  // a code chip in the prose that cannot break and would leave a phone's column: its longest piece
+  // without a break opportunity (a space, where white-space lets it wrap; any character, where
+  // overflow-wrap or word-break allow it) wider than PHONE_PX
+  for (const c of col.querySelectorAll('p code, li code, dd code, figcaption code, summary code')) {
+    if (c.closest('pre, .cell_input, .cell_output, .highlight, table')) continue;
+    const parts = [c, ...c.querySelectorAll('*')].map(e => getComputedStyle(e));
+    if (parts.every(st => st.overflowWrap === 'anywhere' || st.overflowWrap === 'break-word'
+                          || st.wordBreak === 'break-all')) continue;
+    const text = c.textContent;
+    const nowrap = parts.some(st => /^(nowrap|pre)$/.test(st.whiteSpace));
+    const longest = nowrap ? text.length : Math.max(...text.split(/\s+/).map(t => t.length));
+    const w = c.getBoundingClientRect().width * longest / Math.max(1, text.length);
+    if (w > PHONE_PX) faults.push(['chip', `a code chip ${Math.round(w)} px wide without a break, wider than a phone's ` +
+                                           `column (${PHONE_PX} px): ` + describe(c)]);
+  }
   // figures: the smallest text as the page shows it, from the record in the PNG (a tEXt chunk)
   const pngText = async (src) => {
     try {
@@ -322,7 +344,8 @@ async () => {
 """
 _PAGE_CHECKS = (_PAGE_CHECKS.replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
                 .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY)
-                .replace("__SIGN__", SIGN_PATTERN))
+                .replace("__SIGN__", SIGN_PATTERN)
+                .replace("__PHONEPX__", str(PHONE_PX)))
 
 
 @dataclass(frozen=True)
