@@ -193,11 +193,13 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
 
 # a code cell that builds verdicts or glues values into the prose
 _BOOKKEEPING = re.compile(r"^\s*(verdicts\s*(\+=|\.append\(|\.extend\()|glue\()", re.M)
-_VERDICT_ROW = re.compile(r'(<tr class="mfattn-[^"]*" id="(v-[0-9a-f]{10})"><td[^>]*>)(.*?)(</td>)', re.S)
+# a verdict row of a chapter's table, up to the end of its second cell (the claim)
+_VERDICT_ROW = re.compile(r'(<tr class="mfattn-[^"]*" id="(v-[0-9a-f]{10})"><td[^>]*>.*?</td><td[^>]*>)(.*?)(</td>)',
+                          re.S)
 
 
 def _row_replication(chapter: str, html: str, records: list[dict]) -> str:
-    """A chapter's verdict table with each row's replication under its status tags
+    """A chapter's verdict table with each row's replication under its claim
     (:func:`mfattn.companion.evidence.replication_short`), found by the row's anchor."""
     from mfattn.companion.evidence import replication_short
     from mfattn.companion.render import minus_signs_html, verdict_anchor
@@ -208,7 +210,8 @@ def _row_replication(chapter: str, html: str, records: list[dict]) -> str:
         r = by_anchor.get(m.group(2))
         if r is None:
             return m.group(0)
-        note = minus_signs_html(replication_short(r))
+        word, sep, rest = replication_short(r).partition(": ")
+        note = f"<strong>{word}</strong>{sep}{minus_signs_html(rest)}"
         return f'{m.group(1)}{m.group(3)}<br><small class="mfattn-rep">{note}</small>{m.group(4)}'
 
     return _VERDICT_ROW.sub(add, html)
@@ -260,7 +263,7 @@ def _chapter_head(app, docname, source):
     last = max((i for i, cl in enumerate(cells) for o in cl.get("outputs", [])
                 if o.get("metadata", {}).get("mfattn", {}).get("verdicts") is not None), default=None)
     table = replication_table(Path(docname).name, _records(app)) if last is not None else ""
-    # each verdict row says how it replicated, under its status (the same words as the table below)
+    # each verdict row says how it replicated, under its claim (the same words as the table below)
     if last is not None:
         for out in cells[last].get("outputs", []):
             if "text/html" in out.get("data", {}):
