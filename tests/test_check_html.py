@@ -51,6 +51,8 @@ CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <figure><img src="a.png" alt="a red square"><figcaption>beta = 4.0, the run's value (<code>mfattn</code>)</figcaption></figure>
 <div class="cell_output"><pre>verdicts: 2. flag = True, N = 16</pre></div>
 <p>written for a reader: 5.5 × 10⁻⁴, with <code>eps = 1e-3</code> in code and a version v1.2e5</p>
+<p>a chip that breaks: <code style="overflow-wrap:anywhere">mfattn.models.baseline.PractitionerAttentionWithAVeryLongName</code>,
+a short one <code style="white-space:nowrap">fused.head_pass</code>, and a run of digits 2.5e-01.5</p>
 <p>slopes \u22120.98 and \u22120.86 over N = 540-560, the x-1 axis, <code>-p seed -1</code></p>
 <table><tr><td>\u22120.500</td><td>1.5e-04</td></tr></table>
 <table style="width:100%;table-layout:fixed"><colgroup><col style="width:93%"><col style="width:7%"></colgroup>
@@ -104,6 +106,13 @@ FAULTS = {
     # glued Markdown parsed as CommonMark: its math role reaches the reader as "{math}" before code
     "myst_role": '<p>from {math}<code class="docutils literal notranslate">t=200</code> on</p>',
     "enotation": "<p>the gap falls to 5.5e-04 at the largest N</p>",
+    # e-notation that ends a sentence
+    "enotation_end": "<p>the dissipation reaches 3.6e-03. It then levels off.</p>",
+    # a code chip that cannot break, wider than a phone's column
+    "chip": '<p>the baseline <code style="white-space:nowrap">mfattn.models.baseline.PractitionerAttention'
+            'WithAVeryLongName</code> here</p>',
+    # MathJax's own error mark
+    "mathjax_error": '<p>a formula <mjx-container><mjx-merror>Missing argument</mjx-merror></mjx-container></p>',
     # a sign printed as a hyphen, in a sentence and in a table
     "minus": "<p>the linear maps fall with slope -0.98</p>",
     "minus_table": "<table><tr><td>predicted</td><td>-0.500</td></tr></table>",
@@ -128,7 +137,8 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "frozen_animation": "animation", "animation_caption": "caption", "scrolled_code": "width",
                  "myst_role": "myst", "enotation": "enotation", "too_tall": "height",
                  "minus": "minus", "minus_table": "minus", "narrow_column": "column",
-                 "split_number": "split", "small_text": "figtext", "no_text_record": "figtext"}
+                 "split_number": "split", "small_text": "figtext",
+                 "enotation_end": "enotation", "chip": "chip", "mathjax_error": "math", "no_text_record": "figtext"}
 
 
 @pytest.fixture(scope="module")

@@ -191,7 +191,7 @@ def test_flag_names_what_a_record_is_worth():
         "fragile")
     assert flag(dict(kind="check", status="PASS")) == "check, not replicated yet"
     assert flag(dict(kind="check", status="PASS", replication=dict(rep, kind="check", passed=7))).startswith(
-        "check; fragile: PASS in 7 of 10")
+        "check; varies: PASS in 7 of 10")
     assert "not rejected either" in flag(dict(kind="claim", status="PASS", counterfactual={"status": "PASS"}))
     assert "could not have happened" in flag(dict(kind="claim", status="PASS", counterfactual={
         "status": "FAIL", "problem": "a range that does not meet the prediction's"}))

@@ -82,6 +82,36 @@ def _drop_duplicate_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = kept
 
 
+_CODE_INPUT = re.compile(r'(<div class="cell_input[^"]*">\s*<div class="highlight[^"]*"><div class="highlight"><pre>)'
+                         r'(.*?)(</pre>)', re.S)
+
+
+def code_lines(html: str) -> str:
+    """A chapter page's code inputs with each line in a block of its own that carries the line's
+    indent (``--indent``, in characters): the stylesheet then starts a wrapped line's continuation
+    under the line's own indent, four characters further in, instead of at the column's edge. Pygments
+    closes its spans at every line end, so each line is whole HTML; the newline stays inside its
+    line, so copied code keeps its lines (tests/test_book_ext.py).
+    """
+    import html as html_lib
+
+    def lines(m):
+        body = m.group(2)
+        out = []
+        for line in body.splitlines(keepends=True):
+            text = html_lib.unescape(re.sub(r"<[^>]+>", "", line))
+            indent = len(text) - len(text.lstrip(" "))
+            out.append(f'<span class="mfattn-line" style="--indent:{indent}ch">{line}</span>')
+        return m.group(1) + "".join(out) + m.group(3)
+
+    return _CODE_INPUT.sub(lines, html)
+
+
+def _code_lines(app, pagename, templatename, context, doctree):
+    if pagename.startswith("notebooks/") and isinstance(context.get("body"), str):
+        context["body"] = code_lines(context["body"])
+
+
 def _records(app) -> list[dict]:
     """The committed chapters' verdict records (:func:`mfattn.companion.evidence.collect`), read once per build
     and shared by the intro, the status page and every chapter's box."""
@@ -161,6 +191,32 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
             f"{{download}}`its MyST source <{chapter}.md>` (what `python -m mfattn run` executes).\n:::\n")
 
 
+# a code cell that builds verdicts or glues values into the prose
+_BOOKKEEPING = re.compile(r"^\s*(verdicts\s*(\+=|\.append\(|\.extend\()|glue\()", re.M)
+# a verdict row of a chapter's table, up to the end of its second cell (the claim)
+_VERDICT_ROW = re.compile(r'(<tr class="mfattn-[^"]*" id="(v-[0-9a-f]{10})"><td[^>]*>.*?</td><td[^>]*>)(.*?)(</td>)',
+                          re.S)
+
+
+def _row_replication(chapter: str, html: str, records: list[dict]) -> str:
+    """A chapter's verdict table with each row's replication under its claim
+    (:func:`mfattn.companion.evidence.replication_short`), found by the row's anchor."""
+    from mfattn.companion.evidence import replication_short
+    from mfattn.companion.render import minus_signs_html, verdict_anchor
+
+    by_anchor = {verdict_anchor(r["claim"]): r for r in records if r["chapter"] == chapter}
+
+    def add(m):
+        r = by_anchor.get(m.group(2))
+        if r is None:
+            return m.group(0)
+        word, sep, rest = replication_short(r).partition(": ")
+        note = f"<strong>{word}</strong>{sep}{minus_signs_html(rest)}"
+        return f'{m.group(1)}{m.group(3)}<br><small class="mfattn-rep">{note}</small>{m.group(4)}'
+
+    return _VERDICT_ROW.sub(add, html)
+
+
 _MD_MIMES = ("text/markdown", "application/papermill.record/text/markdown")
 _INLINE_MATH = re.compile(r"(?<![\\$])\$([^$\n]+?)\$(?!\$)")
 # an inline {glue:md} role without a format: MyST-NB parses it as CommonMark, where roles are code
@@ -207,6 +263,12 @@ def _chapter_head(app, docname, source):
     last = max((i for i, cl in enumerate(cells) for o in cl.get("outputs", [])
                 if o.get("metadata", {}).get("mfattn", {}).get("verdicts") is not None), default=None)
     table = replication_table(Path(docname).name, _records(app)) if last is not None else ""
+    # each verdict row says how it replicated, under its claim (the same words as the table below)
+    if last is not None:
+        for out in cells[last].get("outputs", []):
+            if "text/html" in out.get("data", {}):
+                out["data"]["text/html"] = _row_replication(Path(docname).name, "".join(out["data"]["text/html"]),
+                                                            _records(app))
     if table:
         cells.insert(last + 1, {"cell_type": "markdown", "id": "mfattn-replication", "metadata": {},
                                 "source": table})
@@ -225,10 +287,13 @@ def _chapter_head(app, docname, source):
         if isinstance(fig.get("caption"), str):
             fig["caption"] = re.sub(r"`([A-Za-z_][A-Za-z0-9_]*)`",
                                     lambda m: values.get(m.group(1), m.group(0)), fig["caption"])
-    # the parameters cell is machinery a reader unfolds on demand (its values are in the table below it)
+    # machinery a reader unfolds on demand: the parameters cell (its values are in the table below it),
+    # and the cells that build verdicts or glue values into the prose (their results are on the page)
     for cl in cells:
         tags = cl.get("metadata", {}).get("tags", [])
-        if cl["cell_type"] == "code" and "parameters" in tags and "hide-input" not in tags:
+        if cl["cell_type"] != "code" or {"hide-input", "remove-input", "remove-cell"} & set(tags):
+            continue
+        if "parameters" in tags or _BOOKKEEPING.search("".join(cl["source"])):
             cl["metadata"]["tags"] = [*tags, "hide-input"]
     source[0] = json.dumps(nb)
 
@@ -239,7 +304,8 @@ def _always_reread(app, env, added, changed, removed):
             or d.startswith("notebooks/")]
 
 
-_ENOTATION = re.compile(r"(?<![\w.])(-?)(\d(?:\.\d+)?)e([-+]?\d+)(?![\w.])")
+# a number in e-notation; a full stop may end the sentence after it, a decimal point may not follow
+_ENOTATION = re.compile(r"(?<![\w.])(-?)(\d(?:\.\d+)?)e([-+]?\d+)(?!\w|\.\d)")
 _SUPER = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
 
 
@@ -265,7 +331,8 @@ def _prose_numbers(app, doctree, docname):
     from mfattn.companion.render import minus_signs
 
     for text in list(doctree.findall(nodes.Text)):
-        if not _ENOTATION.search(text.astext()) and minus_signs(text.astext()) == text.astext():
+        new = minus_signs(_ENOTATION.sub(prose_number, text.astext()))
+        if new == text.astext():
             continue
         parent, inside = text.parent, False
         while parent is not None:
@@ -274,12 +341,13 @@ def _prose_numbers(app, doctree, docname):
                 break
             parent = parent.parent
         if not inside:
-            text.parent.replace(text, nodes.Text(minus_signs(_ENOTATION.sub(prose_number, text.astext()))))
+            text.parent.replace(text, nodes.Text(new))
 
 
 def setup(app):
     app.connect("doctree-resolved", _prose_numbers)
     app.connect("html-page-context", _drop_duplicate_scripts)
+    app.connect("html-page-context", _code_lines)
     app.connect("source-read", _evidence_headline)
     app.connect("source-read", _status)
     app.connect("source-read", _chapter_head)

@@ -34,6 +34,9 @@ page and MathJax have finished, the checker fails on
   the PNG records of its smallest text (:data:`mfattn.companion.plotting.TEXT_KEY`, in the PNG's
   own pixels, written by the chapters' figure style) times the width the page shows the PNG at over
   its own width; or a chapter's output figure that carries no such record;
+* ``chip``: a code chip in the prose (``mfattn.models.baseline.PractitionerAttention``) whose longest
+  piece without a break opportunity is wider than a phone's text column (:data:`PHONE_PX`), measured
+  at 1280 px: on a phone it would leave the column;
 * ``height``: a page taller than its budget (:data:`HEIGHT_BUDGET`, :data:`HEIGHT_BUDGETS`), so
   that a page meant to be scanned (the evidence map) stays scannable.
 
@@ -54,6 +57,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from mfattn.companion.plotting import TEXT_KEY
+from mfattn.companion.render import SIGN_PATTERN
 
 VIEWPORT = {"width": 1280, "height": 900}
 #: The tallest a page may be at :data:`VIEWPORT`, in px (50 screens; the longest chapter is about 37,000).
@@ -66,6 +70,9 @@ CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 #: must be at least :data:`COLUMN_PX` wide at :data:`VIEWPORT`: about five words a line.
 COLUMN_CHARS = 60
 COLUMN_PX = 160
+#: The text column of a phone (390 px wide), in CSS px: a code chip in the prose wider than this
+#: without a place to break would leave the column there.
+PHONE_PX = 350
 #: The smallest a figure's text may be shown at :data:`VIEWPORT`, in CSS px (the body text is 16 px,
 #: a figure's tick labels about 13).
 TEXT_PX = 8
@@ -74,7 +81,8 @@ TEXT_PX = 8
 _PAGE_CHECKS = r"""
 async () => {
   const faults = [];
-  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__, TEXT_PX = __TEXTPX__, TEXT_KEY = '__TEXTKEY__';
+  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__, TEXT_PX = __TEXTPX__, TEXT_KEY = '__TEXTKEY__',
+        PHONE_PX = __PHONEPX__;
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
   }
@@ -89,6 +97,9 @@ async () => {
     const text = Array.from((el.innerText || el.textContent || '').trim().replace(/\s+/g, ' ')).slice(0, 60).join('');
     return text ? `${s} "${text}"` : s;
   };
+  // an element's own text, without that of its children (math, code, links are judged on their own)
+  const ownText = el => Array.from(el.childNodes).filter(n => n.nodeType === Node.TEXT_NODE)
+                               .map(n => n.textContent).join('');
   // math
   for (const m of col.querySelectorAll('.math')) {
     if (!m.querySelector('mjx-container')) faults.push(['math', 'unrendered: ' + describe(m)]);
@@ -96,8 +107,7 @@ async () => {
   for (const e of col.querySelectorAll('mjx-merror, merror')) faults.push(['math', 'MathJax error: ' + describe(e)]);
   for (const p of col.querySelectorAll('p, li, td, dd, h1, h2, h3, h4, figcaption')) {
     if (p.closest('pre, code, .cell_input, .cell_output, .highlight')) continue;
-    let text = '';
-    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    const text = ownText(p);
     if (/\$\$|\\\(|\\\[/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
     // a single $...$ pair around TeX (a backslash, ^, _ or a brace inside) that MathJax never saw
     else if (/\$[^$\s][^$]*[\\^_{}][^$]*\$/.test(text)) faults.push(['math', 'TeX left in the text: ' + describe(p)]);
@@ -107,20 +117,18 @@ async () => {
   // e-notation in the prose: code, math and outputs aside
   for (const p of col.querySelectorAll('p, li, dd, h1, h2, h3, h4, figcaption, summary')) {
     if (p.closest('pre, code, table, .cell_input, .cell_output, .output, .highlight, mjx-container')) continue;
-    let text = '';
-    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
-    const m = text.match(/(^|[^\w.])(\d(?:\.\d+)?e[-+]?\d+)(?![\w.])/);
+    const text = ownText(p);
+    const m = text.match(/(^|[^\w.])(\d(?:\.\d+)?e[-+]?\d+)(?!\w|\.\d)/);
     if (m) faults.push(['enotation', `"${m[2]}" in the prose: ` + describe(p)]);
   }
   // a number's sign printed as a hyphen-minus in the prose or a table (the math and the tables write
   // U+2212): code and printed outputs aside; a hyphen after a letter, digit, point or dash is a hyphen
   for (const p of col.querySelectorAll('p, li, dd, td, th, h1, h2, h3, h4, figcaption, summary')) {
     if (p.closest('pre, code, kbd, samp, .cell_input, .highlight, mjx-container')) continue;
-    let text = '';
-    for (const n of p.childNodes) if (n.nodeType === Node.TEXT_NODE) text += n.textContent;
+    const text = ownText(p);
     // TeX left in the text is the math check's fault, not this one's
-    const m = text.replace(/\$[^$]*\$/g, '').match(/(^|[^\w.\-\u2212])(-\.?\d[\d.]*)/);
-    if (m) faults.push(['minus', `"${m[2]}" with a hyphen for its sign: ` + describe(p)]);
+    const m = text.replace(/\$[^$]*\$/g, '').match(/__SIGN__[\d.]*/);
+    if (m) faults.push(['minus', `"${m[0]}" with a hyphen for its sign: ` + describe(p)]);
   }
   // a column of sentences squeezed by its neighbours: its cells hold COLUMN_CHARS characters or more on
   // average and it is narrower than COLUMN_PX (a column of short numbers may be as narrow as it likes)
@@ -279,6 +287,21 @@ async () => {
                                  (src1 === src0 ? ', the same picture)' : ')')]);
     }
   }
+  // a code chip in the prose that cannot break and would leave a phone's column: its longest piece
+  // without a break opportunity (a space, where white-space lets it wrap; any character, where
+  // overflow-wrap or word-break allow it) wider than PHONE_PX
+  for (const c of col.querySelectorAll('p code, li code, dd code, figcaption code, summary code')) {
+    if (c.closest('pre, .cell_input, .cell_output, .highlight, table')) continue;
+    const parts = [c, ...c.querySelectorAll('*')].map(e => getComputedStyle(e));
+    if (parts.every(st => st.overflowWrap === 'anywhere' || st.overflowWrap === 'break-word'
+                          || st.wordBreak === 'break-all')) continue;
+    const text = c.textContent;
+    const nowrap = parts.some(st => /^(nowrap|pre)$/.test(st.whiteSpace));
+    const longest = nowrap ? text.length : Math.max(...text.split(/\s+/).map(t => t.length));
+    const w = c.getBoundingClientRect().width * longest / Math.max(1, text.length);
+    if (w > PHONE_PX) faults.push(['chip', `a code chip ${Math.round(w)} px wide without a break, wider than a phone's ` +
+                                           `column (${PHONE_PX} px): ` + describe(c)]);
+  }
   // figures: the smallest text as the page shows it, from the record in the PNG (a tEXt chunk)
   const pngText = async (src) => {
     try {
@@ -320,7 +343,9 @@ async () => {
 }
 """
 _PAGE_CHECKS = (_PAGE_CHECKS.replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
-                .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY))
+                .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY)
+                .replace("__SIGN__", SIGN_PATTERN)
+                .replace("__PHONEPX__", str(PHONE_PX)))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-export
 
 __all__ = ["RESULTS", "COMPANION", "BEYOND", "STANDINGS", "collect", "group", "flag", "standing", "table", "counts",
            "replicated_evidence", "outcome_replicated", "headline", "replication_table", "strip_svg", "markdown", "result_label", "provenance",
-           "status_markdown", "claims_json"]
+           "status_markdown", "claims_json", "replication_short"]
 
 
 def _notebooks(root) -> list[Path]:
@@ -397,7 +397,7 @@ def replication_table(chapter: str, records: list[dict]) -> str:
              "lies apart from its replicates is atypical. The words are defined on the evidence map.", "",
              "| verdict | this run | counted as | replicates | spread |", "|---|---|---|---|---|"]
     for r in mine:
-        claim = r["claim"] if len(r["claim"]) <= 90 else r["claim"][:88].rstrip() + "…"
+        claim = r["claim"]
         rep = r.get("replication") or {}
         strip = strip_svg(rep.get("values", []), _number(r.get("measured")), _number(r.get("predicted")))
         lines.append(f"| <a href=\"#{verdict_anchor(r['claim'])}\">{_esc(claim)}</a> | {r['status']} | {group(r)} | "
@@ -555,6 +555,56 @@ def standing(record: dict) -> str:
     return "fragile" if rep.get("evidence", 0) > 0 or record["status"] == "PASS" else "evidence FAIL"
 
 
+def replication_short(record: dict) -> str:
+    """How a verdict replicated, in the map's words and one short line: the verdict row of a chapter's
+    table and the result's row on the map print it (the replication table beside the verdicts gives
+    the median and the range too).
+
+    Parameters
+    ----------
+    record : dict
+        A verdict record as :func:`collect` returns it.
+
+    Returns
+    -------
+    str
+        The standing for evidence (``replicated evidence``, ``fragile``, ``evidence FAIL``), else
+        ``replicates`` or ``varies``, then the committed outcome's rate; ``not replicated yet``
+        without ten replicates on record.
+
+    Examples
+    --------
+    >>> from mfattn.companion.evidence import replication_short
+    >>> rep = dict(n=10, passed=10, evidence=8, by_construction=False, kind="claim", committed="PASS",
+    ...            decisions=[])
+    >>> replication_short(dict(kind="claim", status="PASS", evidence=True, replication=rep))
+    'fragile: PASS in 10 of 10 replicates, counterfactual rejected in 8'
+    >>> replication_short(dict(kind="hypothesis", status="FAIL", replication=dict(rep, kind="hypothesis",
+    ...                        committed="FAIL", passed=3)))
+    'varies: FAIL in 7 of 10 replicates'
+    >>> replication_short(dict(kind="check", status="PASS"))
+    'not replicated yet'
+    """
+    from .replicate import MIN_RATE, MIN_REPLICATES, replicated
+
+    rep = record.get("replication")
+    if not rep or rep.get("n", 0) < MIN_REPLICATES:
+        return "not replicated yet"
+    entry = _counted(record)
+    evidence = group(record) == "evidence"
+    word = standing(record) if evidence else ("replicates" if replicated(entry) else "varies")
+    n, p = entry["n"], entry["passed"]
+    if entry["by_construction"]:
+        text = "the same value in every replicate"
+    elif record["status"] == "FAIL" and p >= MIN_RATE * n:  # both outcomes: the committed run is atypical
+        text = f"FAIL in this run; PASS in {p} of {n} replicates"
+    else:
+        text = f"{record['status']} in {p if record['status'] == 'PASS' else n - p} of {n} replicates"
+    if evidence and (record["status"] == "PASS" or p >= MIN_RATE * n):
+        text += f", counterfactual rejected in {entry['evidence']}"
+    return f"{word}: {text}"
+
+
 def _tag(r: dict) -> str:
     """A verdict's status as a coloured tag (``_static/mfattn.css``): green PASS, red FAIL, amber for
     a hypothesis that fails (a finding about the model); replicated evidence is marked."""
@@ -592,15 +642,22 @@ def markdown(records: list[dict]) -> str:
     | [02-finite-n](../notebooks/02-finite-n.ipynb) | 0 PASS, 0 FAIL | not replicated yet | 0 PASS, 0 FAIL | 1 PASS, 0 FAIL | 0 PASS, 0 FAIL |
     >>> print(next(line for line in lines if "Thm 4.1 |" in line))  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
     | <span id="r-thm-4-1"></span>Thm 4.1 | $\\inf\\mathcal E_N-\\inf\\mathcal E\\le C/\\sqrt N$ (14) | <span class="mfattn-tag
-    mfattn-pass">PASS</span> **check** (claim, chapter <a href="../notebooks/02-finite-n.html#v-...">02</a>)<details><summary>1
+    mfattn-pass">PASS</span> **check** (claim, chapter <a href="../notebooks/02-finite-n.html#v-...">02</a>; not
+    replicated yet)<details><summary>1
     verdict, chapter 02</summary><span class="mfattn-tag mfattn-pass">PASS</span> claim: error vs N (<a
     href="../notebooks/02-finite-n.html#v-...">02</a>; *check: no counterfactual named*)</details> |
     """
     rep = replicated_evidence(records)
     lines = ["| chapter | evidence | of it replicated | hypotheses | checks | external |", "|---|---|---|---|---|---|"]
     for ch, c in counts(records).items():
+        same = Counter(group(r) for r in records if r["chapter"] == ch and outcome_replicated(r))
+        has_rep = any(r["chapter"] == ch and "replication" in r for r in records)
+
         def cell(g):
-            return f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
+            text = f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
+            n = c[(g, "PASS")] + c[(g, "FAIL")]
+            # a hypothesis, check or comparison replicates when its outcome comes out again
+            return text + (f"; {same[g]} of {n} replicate" if g != "evidence" and n and has_rep else "")
 
         n_rep = sum(r["chapter"] == ch for r in rep)
         replicated_any = any(r["chapter"] == ch and "replication" in r for r in records)
@@ -615,7 +672,8 @@ def markdown(records: list[dict]) -> str:
             best = vs[0]
             chapters = sorted({r["chapter"][:2] for r in vs})
             kind = "" if best["kind"] == standing(best) else f"{best['kind']}, "
-            v = (f"{_tag(best)} **{standing(best)}** ({kind}chapter {_link(best)})"
+            v = (f"{_tag(best)} **{standing(best)}** ({kind}chapter {_link(best)}; "
+                 f"{_esc(replication_short(best).partition(': ')[2] or replication_short(best))})"
                  f"<details><summary>{len(vs)} verdict{'s' if len(vs) > 1 else ''}, chapter"
                  f"{'s' if len(chapters) > 1 else ''} {', '.join(chapters)}</summary>"
                  + "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; *{_esc(flag(r))}*)"

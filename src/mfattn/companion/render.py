@@ -14,7 +14,7 @@ import re
 
 from .verdicts import EVIDENCE, Verdict, fmt, summary  # noqa: F401  (fmt: the numbers the table shows)
 
-__all__ = ["minus_signs", "minus_signs_html", "number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
+__all__ = ["SIGN_PATTERN", "comment_html", "minus_signs", "minus_signs_html", "number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
 
 _PASS_STYLE = "background:#e3f2e6;color:#14532d"
 _FAIL_STYLE = "background:#fde2e1;color:#8b1111"
@@ -27,7 +27,11 @@ _TAG = "font-weight:700;padding:1px 5px;border-radius:3px;white-space:nowrap"
 _CELL = "padding:4px 6px;vertical-align:top;overflow-wrap:break-word;border-top:1px solid #d0d7de"
 ENOTATION = re.compile(r"(-?)(~?)(\d(?:\.\d+)?)e([-+]\d+)")
 # a hyphen-minus that is a number's sign: not after a letter, digit, point or dash ("2-3", "x-1" stay)
-_SIGN = re.compile(r"(?<![\w.\-\u2212])-(?=\.?\d)")
+#: A hyphen that is a number's sign: before a digit (or a point and a digit), and not after a letter,
+#: a digit, a point or a dash (ranges, names, exponents). Python's and JavaScript's regular expressions
+#: read it alike; the book checker (:mod:`mfattn.companion.checkhtml`) finds the same hyphens with it.
+SIGN_PATTERN = r"(?<![\w.\-\u2212])-(?=\.?\d)"
+_SIGN = re.compile(SIGN_PATTERN)
 _PLUS_MINUS = re.compile(r"\+-(?=\.?\d)")
 _TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
 
@@ -231,13 +235,13 @@ def verdict_table_html(verdicts) -> str:
             f'<p class="mfattn-summary"><strong>{_esc(summary(verdicts))}</strong></p>')
 
 
-def value_html(value) -> str:
+def value_html(value, _nested: bool = False) -> str:
     """A parameter's value written for a reader of the parameter table (HTML), not as Python's repr.
 
-    A string without quotes, as code; ``None`` as "none"; a float that is 1/2^k below 1/8 as that
-    fraction (``0.00390625`` is 1/256); a float outside [10^-3, 10^4) with at most three
+    A string without quotes, as code; ``None`` as "none"; a float that is 1/2^k, 1/8 or below, as
+    that fraction (``0.00390625`` is 1/256); a float outside [10^-3, 10^4) with at most three
     significant digits as a power of ten (:func:`number_html`); any other number exactly as Python
-    prints it; a list or tuple item by item.
+    prints it; a list or tuple item by item, separated by commas (in parentheses when nested).
 
     Parameters
     ----------
@@ -252,27 +256,45 @@ def value_html(value) -> str:
     Examples
     --------
     >>> from mfattn.companion.render import value_html
-    >>> value_html([0.0625, 0.00390625, 0.025])
-    '[1/16, 1/256, 0.025]'
+    >>> value_html([0.125, 0.0625, 0.00390625, 0.025]), value_html(["markov"]), value_html([(1, 2), 3])
+    ('1/8, 1/16, 1/256, 0.025', '<code>markov</code>', '(1, 2), 3')
     >>> value_html("ci"), value_html(None), value_html(16384)
     ('<code>ci</code>', 'none', '16384')
     >>> value_html(1e-8)
     '<span class="mfattn-num" data-v="1.00e-08">10<sup>−8</sup></span>'
     """
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(value_html(v) for v in value) + "]"
+        items = ", ".join(value_html(v, True) for v in value)
+        return f"({items})" if _nested else items
     if value is None:
         return "none"
     if isinstance(value, str):
         return f"<code>{_esc(value)}</code>"
     if isinstance(value, float) and math.isfinite(value) and value != 0:
         inv = 1 / value
-        if 0 < value < 0.125 and inv.is_integer() and int(inv) & (int(inv) - 1) == 0:
+        if 0 < value <= 0.125 and inv.is_integer() and int(inv) & (int(inv) - 1) == 0:
             return f"1/{int(inv)}"
         short = f"{value:.2e}"
         if not 1e-3 <= abs(value) < 1e4 and float(short) == value:
             return number_html(short, trim=True)
     return _esc(repr(value))
+
+
+def comment_html(comment: str) -> str:
+    """A parameter's comment (its meaning, from the parameters cell or the front matter) for the
+    parameter table: a quoted value as code, as the value columns show it; a number in e-notation
+    written for a reader (:func:`number_html`); a sign as the minus sign.
+
+    Examples
+    --------
+    >>> from mfattn.companion.render import comment_html
+    >>> comment_html('"ci": 2 CPU cores; "paper": larger sizes')
+    '<code>ci</code>: 2 CPU cores; <code>paper</code>: larger sizes'
+    >>> comment_html("step sizes in [1e-3, 10^1.5]")
+    'step sizes in [<span class="mfattn-num" data-v="1e-3">0.001</span>, 10^1.5]'
+    """
+    parts = re.split(r'"([^"]+?)"', comment)  # odd parts were quoted
+    return "".join(f"<code>{_esc(x)}</code>" if i % 2 else number_html(x) for i, x in enumerate(parts))
 
 
 def _display(text: str, html_text: str, metadata: dict | None = None) -> None:
@@ -421,7 +443,7 @@ def show_config(cfg, source=None, values=None) -> None:
     # each value cell names its column (data-label): on a phone the rows stack and show it (_static/mfattn.css)
     trs = "".join("<tr>" + f'<td style="{cell}"><code>{_esc(b[0])}</code></td>'
                   + "".join(f'<td style="{cell}" data-label="{_esc(h)}">{x}</td>' for h, x in zip(head[1:-1], b[1:-1]))
-                  + f'<td style="{cell}"><small>{_esc(b[-1])}</small></td></tr>' for b in shown)
+                  + f'<td style="{cell}"><small>{comment_html(b[-1])}</small></td></tr>' for b in shown)
     html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;'
                  f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
                  f'<code>{_esc(getattr(cfg, "profile", ""))}</code>) and each profile\'s values; '

@@ -358,7 +358,8 @@ def status(entry: dict) -> str:
         the committed status's rate (``"PASS in P of N replicates"``, and for a claim or derived
         result how often its counterfactual was rejected beside it) with the median and the range of
         the replicates' measured values; a committed FAIL that passes in the replicates says both;
-        marked ``fragile`` when the committed outcome did not replicate (:func:`replicated`).
+        marked when the committed outcome did not replicate (:func:`replicated`): ``fragile`` for a
+        claim or derived result (evidence), ``varies`` for a hypothesis, check or comparison.
 
     Examples
     --------
@@ -375,13 +376,16 @@ def status(entry: dict) -> str:
     'FAIL in 10 of 10 replicates; m'
     >>> status(dict(e, committed="FAIL"))[:80]
     'fragile: FAIL in this run; PASS in 10 of 10 replicates (the committed run is aty'
+    >>> status(dict(e, kind="hypothesis", passed=6))[:31]
+    'varies: PASS in 6 of 10 replica'
     """
+    word = "fragile" if entry["kind"] in ("claim", "derived") else "varies"
     n, p = entry["n"], entry["passed"]
     if entry["by_construction"]:
         text = f"the same value, {entry['q50']:.3g}, in every replicate"
         if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
             text += f"; PASS in {p} of {n}, counterfactual rejected in {entry['evidence']}"
-        return text if replicated(entry) else f"fragile: {text}"
+        return text if replicated(entry) else f"{word}: {text}"
     same = p if entry.get("committed", "PASS") == "PASS" else n - p
     text = f"{entry.get('committed', 'PASS')} in {same} of {n} replicates"
     if entry.get("committed", "PASS") == "FAIL" and p >= MIN_RATE * n and n >= MIN_REPLICATES:
@@ -396,7 +400,7 @@ def status(entry: dict) -> str:
                  f"[{min(_finite(entry)):.3g}, {max(_finite(entry)):.3g}]" if _finite(entry) else "")
     if n < MIN_REPLICATES:  # too few replicates to call it either way
         return f"not yet replicated ({n} of the {MIN_REPLICATES} replicates the rule needs): {text}"
-    return text if replicated(entry) else f"fragile: {text}"
+    return text if replicated(entry) else f"{word}: {text}"
 
 
 def _finite(entry: dict) -> list[float]:

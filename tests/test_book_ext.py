@@ -1,0 +1,70 @@
+"""The book's own Sphinx extension (book/_ext/mfattn_book.py): what it rewrites on a chapter's page,
+checked on small inputs written here by hand."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pybtex")
+
+_PATH = Path(__file__).resolve().parents[1] / "book" / "_ext" / "mfattn_book.py"
+_spec = importlib.util.spec_from_file_location("mfattn_book", _PATH)
+ext = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ext)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("the dissipation reaches 3.6e-03.", "the dissipation reaches 0.0036."),  # a full stop ends the sentence
+    ("keeps falling, to 3.4e-05. Then", "keeps falling, to 3.4\u202f\u00d7\u202f10\u207b\u2075. Then"),
+    ("at 1e-08, and", "at 10\u207b\u2078, and"),
+    ("a gap of -2.5e-04;", "a gap of \u22122.5\u202f\u00d7\u202f10\u207b\u2074;"),
+    ("a version v1.2e5 and a name x1e3", "a version v1.2e5 and a name x1e3"),  # inside a word: left alone
+    ("the digits 2.5e-01.5", "the digits 2.5e-01.5"),  # a decimal point after it: not a number of ours
+])
+def test_e_notation_in_the_prose_is_written_for_a_reader(text, expected):
+    assert ext._ENOTATION.sub(ext.prose_number, text) == expected
+
+
+def test_cells_that_build_verdicts_or_glue_values_are_found():
+    found = ext._BOOKKEEPING.search
+    assert found("x = 1\nverdicts.append(check_close('a', 1, 1, 0))")
+    assert found("verdicts += [\n    check_fit(...)]")
+    assert found("if ok:\n    glue('ch02-x', 1.0, display=False)")
+    assert not found("fit = slope_fit(N, e)\nprint(fit)")
+    assert not found("# glue( in a comment, verdicts.append( in a comment\nx = 1")
+
+
+def test_each_verdict_row_says_how_it_replicated():
+    from mfattn.companion.render import verdict_table_html
+    from mfattn.companion.verdicts import check_close
+
+    html = verdict_table_html([check_close("a", 1.0, 1.0, 0.1, kind="check"),
+                               check_close("b", 1.0, 1.0, 0.1, kind="hypothesis")])
+    rep = dict(n=10, passed=6, evidence=0, by_construction=False, kind="hypothesis", committed="PASS", decisions=[])
+    records = [dict(chapter="07-x", claim="b", kind="hypothesis", status="PASS", replication=rep),
+               dict(chapter="06-x", claim="a", kind="check", status="PASS", replication=dict(rep, kind="check"))]
+    out = ext._row_replication("07-x", html, records)
+    rows = out.split("<tr")[2:]  # the header row first
+    assert "mfattn-rep" not in rows[0]  # "a" is another chapter's verdict
+    claim_cell = rows[1].split("</td>")[1]
+    note = '<br><small class="mfattn-rep"><strong>varies</strong>: PASS in 6 of 10 replicates</small>'
+    assert claim_cell.endswith(note)
+    assert out.replace(note, "") == html
+
+
+def test_each_code_line_carries_its_indent_and_keeps_its_newline():
+    html = ('<div class="cell_input docutils container">\n<div class="highlight-ipython3 notranslate">'
+            '<div class="highlight"><pre><span></span><span class="k">for</span> i in x:\n'
+            '    <span class="n">y</span> = &quot;a&quot;\n\n'
+            '        <span class="c1"># deeper</span>\n</pre></div>')
+    out = ext.code_lines(html)
+    body = out.split("<pre>")[1].split("</pre>")[0]
+    assert re.findall(r"--indent:(\d+)ch", body) == ["0", "4", "0", "8"]
+    # the text, tags removed, is the code as it was: every newline kept, nothing added
+    strip = lambda h: re.sub(r"<[^>]+>", "", h)
+    assert strip(body) == strip(html.split("<pre>")[1].split("</pre>")[0])
+    # pages other than a chapter's code inputs are left alone
+    other = '<div class="cell_output"><pre>x\n  y\n</pre></div>'
+    assert ext.code_lines(other) == other
