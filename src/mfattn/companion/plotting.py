@@ -1,8 +1,9 @@
 """One plotting style for every chapter's figures.
 
-The book's text column is about 690 px wide at a 1280 px window. A figure made by
-:func:`panels` is :data:`COLUMN_WIDTH` inches wide at :data:`DPI` dots per inch, so it is shown at
-nearly its own size, and its fonts (:data:`STYLE`) read like the body text's small print. At
+A chapter's output area is 672 px wide at a 1280 px window (measured in Chromium). A figure made by
+:func:`panels` is :data:`COLUMN_WIDTH` inches wide at :data:`DPI` dots per inch, 660 px, and the
+tight bounding box adds about 12 px of margin, so it is shown at its own size, not shrunk, and its
+fonts (:data:`STYLE`) read like the body text's small print. At
 most two panels share a row; more panels wrap onto further rows, and an odd last panel takes a
 whole row. Chapters call :func:`use` once
 and draw every figure through :func:`panels`. :func:`animation` turns a figure and a frame
@@ -18,7 +19,7 @@ import numpy as np
 __all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "animation", "panels", "png_metadata",
            "smallest_text_pt", "use"]
 
-COLUMN_WIDTH = 6.9  # inches: the book's column at DPI
+COLUMN_WIDTH = 6.6  # inches: the book's output area at DPI, less the tight bounding box's margin
 DPI = 100
 #: Dots per inch of an animation's frames: every frame is a PNG inside the page, so frames are
 #: drawn coarser than still figures to keep a chapter page within a few megabytes.
@@ -211,7 +212,7 @@ def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, shar
     >>> from mfattn.companion.plotting import panels
     >>> fig, axes = panels(3, height=2.5)
     >>> axes.shape, [round(float(v), 2) for v in fig.get_size_inches()]
-    ((3,), [6.9, 5.0])
+    ((3,), [6.6, 5.0])
     >>> plt.close(fig)
     """
     import matplotlib.pyplot as plt
