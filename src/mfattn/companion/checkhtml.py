@@ -335,7 +335,7 @@ async () => {
     }
     const px = Number(rec) * w / img.naturalWidth;
     if (rec !== 'none' && !(px >= TEXT_PX)) {
-      faults.push(['figtext', `smallest text ${px.toFixed(1)} px high as shown (${Math.round(w)} px of the PNG's ` +
+      faults.push(['figtext', `smallest text ${px.toFixed(2)} px high as shown (${Math.round(w)} px of the PNG's ` +
                               `${img.naturalWidth}), under ${TEXT_PX} px: ` + name]);
     }
   }
