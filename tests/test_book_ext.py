@@ -27,13 +27,17 @@ def test_e_notation_in_the_prose_is_written_for_a_reader(text, expected):
     assert ext._ENOTATION.sub(ext.prose_number, text) == expected
 
 
-def test_cells_that_build_verdicts_or_glue_values_are_found():
-    found = ext._BOOKKEEPING.search
-    assert found("x = 1\nverdicts.append(check_close('a', 1, 1, 0))")
-    assert found("verdicts += [\n    check_fit(...)]")
-    assert found("if ok:\n    glue('ch02-x', 1.0, display=False)")
-    assert not found("fit = slope_fit(N, e)\nprint(fit)")
-    assert not found("# glue( in a comment, verdicts.append( in a comment\nx = 1")
+def test_cells_that_mostly_build_verdicts_or_glue_values_are_found():
+    share = ext.bookkeeping_share
+    assert share("verdicts.append(check_close('a', 1, 1, 0))\nglue('x', 1.0)") == 1.0
+    assert share("verdicts += [\n    check_fit(a),\n    check_fit(b),\n]\nx = 1") == 0.8
+    assert share("if ok:\n    glue('ch02-x', 1.0, display=False)\nelse:\n    glue('ch02-x', 2.0)") == 1.0
+    # a measurement that ends with its verdict: one line in four
+    assert share("fit = slope_fit(N, e)\nprint(fit)\n# a comment\n\nz = 2\nverdicts.append(v)") == 0.25
+    assert share("x = [v for v in verdicts]\nothers.append(1)\nverdicts = []") == 0.0
+    assert share("%timeit f()") == 0.0  # IPython syntax: not judged
+    # inside a loop: the verdict's lines count, the measurement's do not
+    assert share("for k in ks:\n    z = f(k)\n    verdicts.append(check(\n        z))") == 0.5
 
 
 def test_each_verdict_row_says_how_it_replicated():

@@ -191,8 +191,49 @@ def glance(chapter: str, records: list[dict], links: bool = True) -> str:
             f"{{download}}`its MyST source <{chapter}.md>` (what `python -m mfattn run` executes).\n:::\n")
 
 
-# a code cell that builds verdicts or glues values into the prose
-_BOOKKEEPING = re.compile(r"^\s*(verdicts\s*(\+=|\.append\(|\.extend\()|glue\()", re.M)
+def _bookkeeping(stmt) -> bool:
+    """Whether a statement only builds verdicts (``verdicts.append(...)``, ``verdicts += [...]``) or
+    glues a value into the prose (``glue(...)``), possibly under an ``if`` or a ``for``."""
+    import ast
+
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        return (isinstance(f, ast.Name) and f.id == "glue") or (
+            isinstance(f, ast.Attribute) and f.attr in ("append", "extend")
+            and isinstance(f.value, ast.Name) and f.value.id == "verdicts")
+    if isinstance(stmt, ast.AugAssign):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == "verdicts"
+    if isinstance(stmt, (ast.If, ast.For)):
+        return all(_bookkeeping(s) for s in stmt.body + stmt.orelse)
+    return False
+
+
+def bookkeeping_share(code: str) -> float:
+    """The share of a code cell's lines (blank lines and comments aside) in statements that only build
+    verdicts or glue values (:func:`_bookkeeping`), at any depth; 0 for code that does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return 0.0
+    code_lines = {i for i, line in enumerate(code.splitlines(), 1) if line.strip() and not line.strip().startswith("#")}
+    kept = set()
+
+    def visit(body):  # nested too: a loop that builds one verdict per model counts its verdict lines
+        for stmt in body:
+            if _bookkeeping(stmt):
+                kept.update(range(stmt.lineno, stmt.end_lineno + 1))
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(stmt, field, []) or [])
+                for handler in getattr(stmt, "handlers", []) or []:
+                    visit(handler.body)
+
+    visit(tree.body)
+    return len(kept & code_lines) / len(code_lines) if code_lines else 0.0
+
+
 # a verdict row of a chapter's table, up to the end of its second cell (the claim)
 _VERDICT_ROW = re.compile(r'(<tr class="mfattn-[^"]*" id="(v-[0-9a-f]{10})"><td[^>]*>.*?</td><td[^>]*>)(.*?)(</td>)',
                           re.S)
@@ -288,12 +329,13 @@ def _chapter_head(app, docname, source):
             fig["caption"] = re.sub(r"`([A-Za-z_][A-Za-z0-9_]*)`",
                                     lambda m: values.get(m.group(1), m.group(0)), fig["caption"])
     # machinery a reader unfolds on demand: the parameters cell (its values are in the table below it),
-    # and the cells that build verdicts or glue values into the prose (their results are on the page)
+    # and the cells that mostly build verdicts or glue values into the prose (their results are on the
+    # page); a measurement that ends with its verdict stays open
     for cl in cells:
         tags = cl.get("metadata", {}).get("tags", [])
         if cl["cell_type"] != "code" or {"hide-input", "remove-input", "remove-cell"} & set(tags):
             continue
-        if "parameters" in tags or _BOOKKEEPING.search("".join(cl["source"])):
+        if "parameters" in tags or bookkeeping_share("".join(cl["source"])) >= 0.5:
             cl["metadata"]["tags"] = [*tags, "hide-input"]
     source[0] = json.dumps(nb)
 

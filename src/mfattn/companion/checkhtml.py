@@ -62,8 +62,8 @@ from mfattn.companion.render import SIGN_PATTERN
 VIEWPORT = {"width": 1280, "height": 900}
 #: The tallest a page may be at :data:`VIEWPORT`, in px (50 screens; the longest chapter is about 37,000).
 HEIGHT_BUDGET = 45_000
-#: Pages with a budget of their own: the evidence map is read as a map (about 10 screens).
-HEIGHT_BUDGETS = {"book/evidence.html": 13_500}
+#: Pages with a budget of their own: the evidence map is read as a map (about 10 screens of 900 px; 11 at most).
+HEIGHT_BUDGETS = {"book/evidence.html": 11_000}
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
 #: A table column whose cells hold at least this many characters on average (sentences, not numbers)
@@ -335,7 +335,7 @@ async () => {
     }
     const px = Number(rec) * w / img.naturalWidth;
     if (rec !== 'none' && !(px >= TEXT_PX)) {
-      faults.push(['figtext', `smallest text ${px.toFixed(1)} px high as shown (${Math.round(w)} px of the PNG's ` +
+      faults.push(['figtext', `smallest text ${px.toFixed(2)} px high as shown (${Math.round(w)} px of the PNG's ` +
                               `${img.naturalWidth}), under ${TEXT_PX} px: ` + name]);
     }
   }

@@ -672,8 +672,11 @@ def markdown(records: list[dict]) -> str:
             best = vs[0]
             chapters = sorted({r["chapter"][:2] for r in vs})
             kind = "" if best["kind"] == standing(best) else f"{best['kind']}, "
-            v = (f"{_tag(best)} **{standing(best)}** ({kind}chapter {_link(best)}; "
-                 f"{_esc(replication_short(best).partition(': ')[2] or replication_short(best))})"
+            # the rate behind the standing; replicated evidence has its counterfactual rejected by definition
+            rate = replication_short(best).partition(": ")[2] or replication_short(best)
+            if standing(best) == "replicated evidence":  # "PASS in 10 of 10 replicates, ..." -> "10 of 10"
+                rate = re.sub(r"^PASS in (\d+ of \d+) replicates.*", r"\1", rate)
+            v = (f"{_tag(best)} **{standing(best)}** ({kind}chapter {_link(best)}; {_esc(rate)})"
                  f"<details><summary>{len(vs)} verdict{'s' if len(vs) > 1 else ''}, chapter"
                  f"{'s' if len(chapters) > 1 else ''} {', '.join(chapters)}</summary>"
                  + "<br>".join(f"{_tag(r)} {r['kind']}: {_esc(r['claim'])} ({_link(r)}; *{_esc(flag(r))}*)"

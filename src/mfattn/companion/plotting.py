@@ -156,6 +156,24 @@ def png_metadata(fig, dpi: float) -> dict:
     of its smallest text (:func:`smallest_text_pt`) in the PNG's own pixels, ``pt * dpi / 72``.
     Passed as ``metadata=`` to ``savefig`` (PNG); chapters' figures carry it through :func:`use`.
 
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    dpi : float
+        The dots per inch it is drawn at (twice :data:`DPI` for a chapter's retina PNG).
+
+    Returns
+    -------
+    dict
+        ``{TEXT_KEY: "12.50"}``, the height in pixels with two decimals, or ``"none"`` for a figure
+        without text.
+
+    Raises
+    ------
+    ValueError
+        If ``fig`` is not a figure or ``dpi`` is not positive.
+
     Examples
     --------
     >>> import matplotlib

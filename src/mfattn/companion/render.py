@@ -285,6 +285,16 @@ def comment_html(comment: str) -> str:
     parameter table: a quoted value as code, as the value columns show it; a number in e-notation
     written for a reader (:func:`number_html`); a sign as the minus sign.
 
+    Parameters
+    ----------
+    comment : str
+        The comment, plain text.
+
+    Returns
+    -------
+    str
+        HTML.
+
     Examples
     --------
     >>> from mfattn.companion.render import comment_html
