@@ -12,6 +12,11 @@
   chapter, after its opening cell, its verdicts at a glance and its downloads (the executed notebook
   and its MyST source). These pages are re-read at every build, since they depend on files that
   Sphinx does not track.
+* On every chapter page: each verdict row says how it replicated (from ``replications/``, in the
+  evidence map's words, :func:`mfattn.companion.evidence.replication_short`); a code cell is folded
+  when half its lines or more only build verdicts or glue values (:func:`bookkeeping_share`); each
+  line of a code input carries its indent, so that a wrapped line goes on under it
+  (:func:`code_lines`).
 * Numbers in e-notation in the prose (glued values, docstrings: ``5.5e-04``) are written for a
   reader (``5.5 × 10⁻⁴``, ``0.0036``), as the verdict tables write theirs, and a number's sign is
   the minus sign of the math (``−0.98``, :func:`mfattn.companion.render.minus_signs`); code, math,

@@ -235,7 +235,7 @@ def verdict_table_html(verdicts) -> str:
             f'<p class="mfattn-summary"><strong>{_esc(summary(verdicts))}</strong></p>')
 
 
-def value_html(value, _nested: bool = False) -> str:
+def value_html(value) -> str:
     """A parameter's value written for a reader of the parameter table (HTML), not as Python's repr.
 
     A string without quotes, as code; ``None`` as "none"; a float that is 1/2^k, 1/8 or below, as
@@ -264,8 +264,7 @@ def value_html(value, _nested: bool = False) -> str:
     '<span class="mfattn-num" data-v="1.00e-08">10<sup>−8</sup></span>'
     """
     if isinstance(value, (list, tuple)):
-        items = ", ".join(value_html(v, True) for v in value)
-        return f"({items})" if _nested else items
+        return ", ".join(_item_html(v) for v in value)
     if value is None:
         return "none"
     if isinstance(value, str):
@@ -278,6 +277,11 @@ def value_html(value, _nested: bool = False) -> str:
         if not 1e-3 <= abs(value) < 1e4 and float(short) == value:
             return number_html(short, trim=True)
     return _esc(repr(value))
+
+
+def _item_html(value) -> str:
+    """A list's item for :func:`value_html`: a nested list or tuple in parentheses."""
+    return f"({value_html(value)})" if isinstance(value, (list, tuple)) else value_html(value)
 
 
 def comment_html(comment: str) -> str:
