@@ -100,6 +100,21 @@ def test_large_scores_and_padding():
     assert rel(model.feature_energy(data.X, big), ref.feature_energy(data.X, big)) < 1e-12
 
 
+def test_float32_blocks_narrow_and_wide():
+    """float32 heads in blocks of BLOCK_FLOAT32, and of twice that from WIDE_FROM heads on, each with a
+    padded last block: the same results as the torch path, to float32's tolerance."""
+    for N in (fused.BLOCK_FLOAT32 + 3, fused.WIDE_FROM + 5):
+        model, data, heads, w, g = make_problem(torch.float32, n=3, L=5, N=N, fused=True)
+        assert fused.block_width(torch.float32, N) == (fused.BLOCK_FLOAT32 if N < fused.WIDE_FROM
+                                                       else 2 * fused.BLOCK_FLOAT32)
+        ref = HeadModel(model.W_out, model.d_k, fused=False)
+        tol = REL[torch.float32]
+        assert rel(model.logits(data.X, heads, w), ref.logits(data.X, heads, w)) < tol
+        assert rel(model.grad_first_variation(data, heads, heads, w),
+                   ref.grad_first_variation(data, heads, heads, w)) < tol
+        assert rel(model.feature_energy(data.X, heads), ref.feature_energy(data.X, heads)) < tol
+
+
 def test_exponential_against_a_closed_form():
     """The kernels' exponential (Cody-Waite reduction, degree-13 Taylor, 2^-k table) over x in
     [-1e4, 0], through a head whose output is a sigmoid: tokens X = (0, 1), d_x = d_k = 1,

@@ -117,7 +117,7 @@ def test_roofline_run_reports_and_rewrites_from_its_json(tmp_path):
     bounds = {"fma": c["flops"] / ceil["fma"], "exp": c["exps"] / ceil["exp"], "memory": c["bytes"] / res["bandwidth"]}
     assert row["roof_s"] == pytest.approx(40 * 2 * max(bounds.values())) and row["bound"] == max(bounds, key=bounds.get)
     assert row["fraction"] == pytest.approx(row["roof_s"] / row["fused"]["median_s"])
-    assert [b["block"] for b in res["blocks"]] == [8] and fused.BLOCK == 32  # restored
+    assert [b["block"] for b in res["blocks"]] == [8] and (fused.BLOCK, fused.BLOCK_FLOAT32, fused.WIDE_FROM) == (32, 64, 512)
     path = tmp_path / "r.json"
     path.write_text(json.dumps(res))
     proc = subprocess.run([sys.executable, "-m", "mfattn", "bench", "--report", str(path), "--out", str(tmp_path)],

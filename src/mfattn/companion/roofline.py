@@ -265,7 +265,8 @@ def bandwidth(*, n: int = 1 << 24, seconds: float = 0.3) -> float:
 
 def loop_form_rate(dtype=np.float32, *, lanes: int | None = None, rows: int = 8, seconds: float = 0.2) -> float:
     """FLOP/s of the fused pass's statement form: ``acc[k, h] += a[j, h] b[k, h]`` over ``rows x rows``
-    pairs of ``lanes`` heads (default ``fused.BLOCK``), operands and accumulator in L1, every thread.
+    pairs of ``lanes`` heads (default the head kernels' block for the dtype, ``fused.block_width``),
+    operands and accumulator in L1, every thread.
 
     Examples
     --------
@@ -275,7 +276,7 @@ def loop_form_rate(dtype=np.float32, *, lanes: int | None = None, rows: int = 8,
     """
     _require()
     dtype = np.dtype(dtype)
-    H = lanes or _fused.BLOCK
+    H = lanes or _fused.block_width(dtype)
     T = _threads()
     g = np.random.default_rng(0)
     best = 0.0
@@ -301,7 +302,8 @@ def counts(L: int, d_x: int, d_k: int, d_v: int = 5, itemsize: int = 4) -> dict:
     * ``2 S`` exponentials (each sweep rebuilds the softmax);
     * bytes that must cross memory: the head read by each sweep and its gradient written,
       ``3 d_omega`` numbers; the sequence's tokens, residual and logits (``L (d_x + d_v)`` twice), shared by
-      every head of a block of ``fused.BLOCK`` and counted once per block.
+      every head of a block (``fused.block_width``: 32 float64 heads, 64 float32) and counted once
+      per block.
 
     Parameters
     ----------
@@ -319,7 +321,7 @@ def counts(L: int, d_x: int, d_k: int, d_v: int = 5, itemsize: int = 4) -> dict:
     --------
     >>> from mfattn.companion.roofline import counts
     >>> counts(8, 4, 2)
-    {'flops': 3472, 'exps': 72, 'bytes': 402.0}
+    {'flops': 3472, 'exps': 72, 'bytes': 393.0}
     """
     for name, v in (("L", L), ("d_x", d_x), ("d_k", d_k), ("d_v", d_v), ("itemsize", itemsize)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
@@ -328,7 +330,8 @@ def counts(L: int, d_x: int, d_k: int, d_v: int = 5, itemsize: int = 4) -> dict:
     forward = 6 * L * d_x * d_k + (2 * S * d_k + 6 * S - L) + 2 * S * d_k + 2 * L * d_x * (d_k + 1)
     backward = 18 * L * d_x * d_k + 2 * L * d_k - L + 12 * S * d_k + 10 * S
     d_omega = 4 * d_x * d_k
-    nbytes = itemsize * (3 * d_omega + 2 * L * (d_x + d_v) / _fused.BLOCK)
+    block = _fused.block_width(np.float32 if itemsize == 4 else np.float64)
+    nbytes = itemsize * (3 * d_omega + 2 * L * (d_x + d_v) / block)
     return {"flops": forward + backward, "exps": 2 * S, "bytes": nbytes}
 
 
@@ -374,7 +377,7 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
     for name in dtypes:
         dt = np.dtype(name)
         out["ceilings"][name] = {"fma": peak_flops(dt), "exp": exp_rate(dt), "loop_form": loop_form_rate(dt),
-                                 "loop_form_wide": loop_form_rate(dt, lanes=4 * _fused.BLOCK)}
+                                 "loop_form_wide": loop_form_rate(dt, lanes=4 * _fused.block_width(dt))}
     work = [(name, dk, L) for name in dtypes for dk, L in shapes]
     for name, dk, L in progress_bar(work, enabled=progress, desc="roofline", leave=False):
         dt = getattr(torch, name)
@@ -411,22 +414,23 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
         w = torch.full((N,), 1.0 / N, dtype=dt)
         c = counts(L, d_x, dk, d_v)
         fast = grad_of(model, True)
-        default = _fused.BLOCK
+        default = _fused.BLOCK, _fused.BLOCK_FLOAT32, _fused.WIDE_FROM
+        _fused.WIDE_FROM = 1 << 62  # every width as asked, whatever the head count
         times = {H: [] for H in blocks}
         try:
             # in rotation, one call per width per round, so that a drift of the machine (or of where a
             # call's scratch arrays fall) reaches every width alike
             for H in blocks:
-                _fused.BLOCK = H
+                _fused.BLOCK = _fused.BLOCK_FLOAT32 = H
                 fast(X, Y, heads, w)
             for _ in range(repeats):
                 for H in blocks:
-                    _fused.BLOCK = H
+                    _fused.BLOCK = _fused.BLOCK_FLOAT32 = H
                     t0 = time.perf_counter()
                     fast(X, Y, heads, w)
                     times[H].append(time.perf_counter() - t0)
         finally:
-            _fused.BLOCK = default
+            _fused.BLOCK, _fused.BLOCK_FLOAT32, _fused.WIDE_FROM = default
         for H in blocks:
             t = _summary(times[H])
             out["blocks"].append({"dtype": name, "block": H, **t, "fused_flops": c["flops"] * N * B / t["median_s"],

@@ -43,11 +43,21 @@ import time
 import numpy as np
 import torch
 
-__all__ = ["BLOCK", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
+__all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
            "compile_seconds"]
 
-#: The number of heads per block, the vector axis of every loop (4 AVX-512 vectors of float64).
+#: The number of float64 heads per block, the vector axis of every loop (4 AVX-512 vectors of float64),
+#: and the block of chapter 06's token kernels.
 BLOCK = 32
+#: The number of float32 heads per block of the head kernels: twice as many numbers fit a vector, and
+#: the wider loop measured faster (``python -m mfattn bench --roofline``, its table of block widths).
+#: From :data:`WIDE_FROM` heads on, blocks of twice as many (:func:`block_width`).
+BLOCK_FLOAT32 = 64
+#: The head count from which float32 blocks are ``2 * BLOCK_FLOAT32`` wide: below it the last block's
+#: padding costs more than the wider loop gains (measured on 2 cores, full gradient, d_k 2-8, L 8-32:
+#: 128 lanes 1.2-1.6x faster than 32 at 1024 and 4096 heads, 64 lanes 1.1-1.4x at 48 to 4096 heads,
+#: 128 lanes no faster than 32 at 160 heads).
+WIDE_FROM = 512
 #: Parallel tasks aimed at per call, whatever the thread count (a fixed split keeps results
 #: independent of it): enough to keep 16 cores busy when blocks are few.
 _TASKS = 64
@@ -508,10 +518,39 @@ def set_threads():
         torch.set_num_threads(want)
 
 
+def block_width(dtype, n_heads: int = 0) -> int:
+    """The heads per block of the head kernels: :data:`BLOCK` for float64; for float32
+    :data:`BLOCK_FLOAT32`, twice that from :data:`WIDE_FROM` heads on. A function of the dtype and the
+    head count only, so the order of every sum is too.
+
+    Parameters
+    ----------
+    dtype : torch.dtype or numpy dtype
+        The heads' dtype.
+    n_heads : int, optional
+        The number of heads of the call; default 0.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models import fused
+    >>> fused.block_width(torch.float64, 4096), fused.block_width(torch.float32, 100), fused.block_width(torch.float32, 4096)
+    (32, 64, 128)
+    """
+    if dtype not in (torch.float32, np.float32, np.dtype(np.float32)):
+        return BLOCK
+    return 2 * BLOCK_FLOAT32 if n_heads >= WIDE_FROM else BLOCK_FLOAT32
+
+
 def _blocks(heads: torch.Tensor):
     """Heads (M, D) -> numpy (nb, D, H): blocks of H heads, heads innermost, the last block zero-padded."""
     M, D = heads.shape
-    H = BLOCK if M >= BLOCK else max(1, M)
+    width = block_width(heads.dtype, M)
+    H = width if M >= width else max(1, M)
     nb = -(-M // H)
     pad = nb * H - M
     h = torch.nn.functional.pad(heads, (0, 0, 0, pad)) if pad else heads
