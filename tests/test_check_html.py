@@ -3,6 +3,7 @@ to have exactly that fault, and passes a page that has none. Runs in headless Ch
 where Chromium or Playwright is missing (`.ci/run` installs Chromium)."""
 
 import base64
+import re
 import shutil
 import struct
 import zlib
@@ -103,6 +104,11 @@ FAULTS = {
     "frozen_animation": "<figure>" + PLAYER.replace(".play_animation()", ".toString()")
                         + "<figcaption>Figure 3: a dot.</figcaption></figure>",
     "animation_caption": f"<div>{PLAYER}</div>",
+    # an animation whose text a frame shows 4 px high, and one without a record
+    "small_animation_text": "<figure>" + re.sub(r'data-mfattn-text-px="[^"]*"', 'data-mfattn-text-px="4.00"', PLAYER)
+                            + "<figcaption>Figure 4: a dot.</figcaption></figure>",
+    "animation_no_record": "<figure>" + re.sub(r' data-mfattn-text-px="[^"]*"', "", PLAYER)
+                           + "<figcaption>Figure 5: a dot.</figcaption></figure>",
     # glued Markdown parsed as CommonMark: its math role reaches the reader as "{math}" before code
     "myst_role": '<p>from {math}<code class="docutils literal notranslate">t=200</code> on</p>',
     "enotation": "<p>the gap falls to 5.5e-04 at the largest N</p>",
@@ -138,7 +144,8 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "myst_role": "myst", "enotation": "enotation", "too_tall": "height",
                  "minus": "minus", "minus_table": "minus", "narrow_column": "column",
                  "split_number": "split", "small_text": "figtext",
-                 "enotation_end": "enotation", "chip": "chip", "mathjax_error": "math", "no_text_record": "figtext"}
+                 "enotation_end": "enotation", "chip": "chip", "mathjax_error": "math",
+                 "small_animation_text": "figtext", "animation_no_record": "figtext", "no_text_record": "figtext"}
 
 
 @pytest.fixture(scope="module")

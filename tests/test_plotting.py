@@ -75,6 +75,7 @@ def _frames(html: str) -> list[bytes]:
 
 def test_animation_embeds_every_frame_as_drawn_at_the_animation_dpi():
     import io
+    import re
 
     from PIL import Image
 
@@ -90,7 +91,7 @@ def test_animation_embeds_every_frame_as_drawn_at_the_animation_dpi():
     assert len(set(frames)) == 5  # every frame differs: update() drew each one
     size = Image.open(io.BytesIO(frames[0])).size
     assert size == (round(2.0 * plotting.ANIMATION_DPI), round(1.5 * plotting.ANIMATION_DPI))
-    assert 'alt="a dot &quot;moving&quot; right" id="_anim_img' in html  # escaped, on the player's image
+    assert re.search(r'alt="a dot &quot;moving&quot; right" [^>]*id="_anim_img', html)  # escaped, on the player's image
     assert "http://" not in html and "https://" not in html  # nothing fetched from another machine
     assert not plt.fignum_exists(fig.number)  # closed: the chapter shows the player only
 
@@ -139,3 +140,17 @@ def test_smallest_text_bad_input():
     with pytest.raises(ValueError, match="^dpi:"):
         plotting.png_metadata(fig, 0)
     plt.close(fig)
+
+
+def test_an_animation_records_its_smallest_text_on_its_picture():
+    """The player's picture carries the height of the figure's smallest text in a frame's pixels: the
+    tick labels set here to 6 points, at ANIMATION_DPI, over 72 points an inch."""
+    import re
+
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.tick_params(labelsize=6)
+    ax.set_title("a dot", fontsize=11)
+    (dot,) = ax.plot([0.1], [0.5], "o")
+    html = plotting.animation(fig, lambda i: dot.set_data([0.1 + 0.4 * i], [0.5]), 2, alt="a dot").data
+    found = re.findall(r'<img alt="a dot" data-mfattn-text-px="([0-9.]+)"', html)
+    assert len(found) == 1 and float(found[0]) == pytest.approx(6 * plotting.ANIMATION_DPI / 72, abs=0.006)

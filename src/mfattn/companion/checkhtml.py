@@ -32,8 +32,9 @@ page and MathJax have finished, the checker fails on
   average) narrower than :data:`COLUMN_PX`, squeezed by its neighbours into lines of a word or two;
 * ``figtext``: a figure whose smallest text the page shows below :data:`TEXT_PX` px high: the height
   the PNG records of its smallest text (:data:`mfattn.companion.plotting.TEXT_KEY`, in the PNG's
-  own pixels, written by the chapters' figure style) times the width the page shows the PNG at over
-  its own width; or a chapter's output figure that carries no such record;
+  own pixels, written by the chapters' figure style; an animation's player carries it as an
+  attribute) times the width the page shows the picture at over its own width; or a chapter's
+  output figure or animation that carries no such record;
 * ``chip``: a code chip in the prose (``mfattn.models.baseline.PractitionerAttention``) whose longest
   piece without a break opportunity is wider than a phone's text column (:data:`PHONE_PX`), measured
   at 1280 px: on a phone it would leave the column;
@@ -321,8 +322,17 @@ async () => {
     } catch (e) { /* an image that cannot be read has no record */ }
     return null;
   };
+  for (const img of col.querySelectorAll('div.animation img')) {
+    // the animation player's picture: its record is an attribute (plotting.animation), in the frame's pixels
+    const rec = img.getAttribute('data-mfattn-text-px');
+    const w = img.getBoundingClientRect().width;
+    if (rec === null) { faults.push(['figtext', 'an animation without a record of its smallest text']); continue; }
+    if (!img.naturalWidth || !w || rec === 'none') continue;
+    const px = Number(rec) * w / img.naturalWidth;
+    if (!(px >= TEXT_PX)) faults.push(['figtext', `an animation's smallest text ${px.toFixed(2)} px high as shown, under ${TEXT_PX} px`]);
+  }
   for (const img of col.querySelectorAll('img')) {
-    if (img.closest('div.animation')) continue;  // the player's frames: drawn by plotting.animation
+    if (img.closest('div.animation')) continue;  // the player's picture: above
     const src = img.currentSrc || img.src;
     if (!/\.png([?#]|$)/i.test(src) && !src.startsWith('data:image/png')) continue;
     const w = img.getBoundingClientRect().width;

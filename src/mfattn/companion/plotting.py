@@ -264,9 +264,12 @@ def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     piece of HTML with its own player (play, pause, step, a slider), so the page plays it offline.
 
     The frames are drawn at :data:`ANIMATION_DPI`; the figure is closed afterwards, so the chapter
-    shows the animation only. A chapter glues the result (``myst_nb.glue(name, ..., display=False)``)
-    and shows it with a ``{glue:figure}`` directive, which numbers and captions it like a figure.
-    Used by chapters 02, 04 and 06.
+    shows the animation only. The player's picture carries the height of the figure's smallest text
+    (before the first frame is drawn) in a frame's own pixels (``data-mfattn-text-px``, as
+    :func:`png_metadata` computes it), which the book checker reads as it reads a figure's PNG. A
+    chapter glues the result (``myst_nb.glue(name, ..., display=False)``) and shows it with a
+    ``{glue:figure}`` directive, which numbers and captions it like a figure. Used by chapters 02,
+    04 and 06.
 
     Parameters
     ----------
@@ -319,6 +322,10 @@ def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
         raise ValueError(f"interval: expected a positive number of milliseconds, got {interval!r}")
     anim = FuncAnimation(fig, update, frames=frames, interval=interval, blit=False, repeat=False)
+    # the height of the figure's smallest text in a frame's own pixels, as a chapter's figures record it
+    # in their PNG (png_metadata); the book checker reads it from the player's picture. Taken before the
+    # first frame is drawn: a text that only the frames fill in (a clock) is not judged
+    text_px = png_metadata(fig, ANIMATION_DPI)[TEXT_KEY]
     try:
         with mpl.rc_context({"savefig.dpi": ANIMATION_DPI}):  # the writer saves at savefig.dpi
             text = anim.to_jshtml(fps=1000 / interval, default_mode="once")
@@ -328,5 +335,6 @@ def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     # the same icons, so the page fetches nothing from another machine
     text = re.sub(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*>', "", text)
     # the player's <img> has no alt text of its own
-    text = text.replace('<img id="_anim_img', f'<img alt="{html_escape.escape(alt.strip())}" id="_anim_img', 1)
+    text = text.replace('<img id="_anim_img', f'<img alt="{html_escape.escape(alt.strip())}" '
+                        f'data-mfattn-text-px="{text_px}" id="_anim_img', 1)
     return HTML(text)
