@@ -248,7 +248,7 @@ def _row_replication(chapter: str, html: str, records: list[dict]) -> str:
     """A chapter's verdict table with each row's replication under its claim
     (:func:`mfattn.companion.evidence.replication_short`), found by the row's anchor."""
     from mfattn.companion.evidence import replication_short
-    from mfattn.companion.render import minus_signs_html, verdict_anchor
+    from mfattn.companion.render import number_html, verdict_anchor
 
     by_anchor = {verdict_anchor(r["claim"]): r for r in records if r["chapter"] == chapter}
 
@@ -257,7 +257,7 @@ def _row_replication(chapter: str, html: str, records: list[dict]) -> str:
         if r is None:
             return m.group(0)
         word, sep, rest = replication_short(r).partition(": ")
-        note = f"<strong>{word}</strong>{sep}{minus_signs_html(rest)}"
+        note = f"<strong>{word}</strong>{sep}{number_html(rest)}"  # 7.22e-16 as a reader reads it
         return f'{m.group(1)}{m.group(3)}<br><small class="mfattn-rep">{note}</small>{m.group(4)}'
 
     return _VERDICT_ROW.sub(add, html)

@@ -569,8 +569,8 @@ def replication_short(record: dict) -> str:
     -------
     str
         The standing for evidence (``replicated evidence``, ``fragile``, ``evidence FAIL``), else
-        ``replicates`` or ``varies``, then the committed outcome's rate; ``not replicated yet``
-        without ten replicates on record.
+        ``replicates`` or ``varies``, then :func:`mfattn.companion.replicate.status` without the
+        spread of values; ``not replicated yet`` without ten replicates on record.
 
     Examples
     --------
@@ -585,23 +585,15 @@ def replication_short(record: dict) -> str:
     >>> replication_short(dict(kind="check", status="PASS"))
     'not replicated yet'
     """
-    from .replicate import MIN_RATE, MIN_REPLICATES, replicated
+    from .replicate import MIN_REPLICATES, replicated, status
 
     rep = record.get("replication")
     if not rep or rep.get("n", 0) < MIN_REPLICATES:
         return "not replicated yet"
     entry = _counted(record)
-    evidence = group(record) == "evidence"
-    word = standing(record) if evidence else ("replicates" if replicated(entry) else "varies")
-    n, p = entry["n"], entry["passed"]
-    if entry["by_construction"]:
-        text = "the same value in every replicate"
-    elif record["status"] == "FAIL" and p >= MIN_RATE * n:  # both outcomes: the committed run is atypical
-        text = f"FAIL in this run; PASS in {p} of {n} replicates"
-    else:
-        text = f"{record['status']} in {p if record['status'] == 'PASS' else n - p} of {n} replicates"
-    if evidence and (record["status"] == "PASS" or p >= MIN_RATE * n):
-        text += f", counterfactual rejected in {entry['evidence']}"
+    # status() marks only a verdict that did not replicate; here every row names its standing
+    text = status(entry, spread=False).removeprefix("fragile: ").removeprefix("varies: ")
+    word = standing(record) if group(record) == "evidence" else ("replicates" if replicated(entry) else "varies")
     return f"{word}: {text}"
 
 
@@ -673,7 +665,8 @@ def markdown(records: list[dict]) -> str:
             chapters = sorted({r["chapter"][:2] for r in vs})
             kind = "" if best["kind"] == standing(best) else f"{best['kind']}, "
             # the rate behind the standing; replicated evidence has its counterfactual rejected by definition
-            rate = replication_short(best).partition(": ")[2] or replication_short(best)
+            short = replication_short(best)
+            rate = short.partition(": ")[2] or short
             if standing(best) == "replicated evidence":  # "PASS in 10 of 10 replicates, ..." -> "10 of 10"
                 rate = re.sub(r"^PASS in (\d+ of \d+) replicates.*", r"\1", rate)
             v = (f"{_tag(best)} **{standing(best)}** ({kind}chapter {_link(best)}; {_esc(rate)})"

@@ -342,13 +342,16 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
                 seconds=round(seconds, 1), failed_seeds={str(s): e for s, e in failed.items()}, verdicts=out)
 
 
-def status(entry: dict) -> str:
+def status(entry: dict, *, spread: bool = True) -> str:
     """How a verdict replicated, in a few words, as the evidence map prints it.
 
     Parameters
     ----------
     entry : dict
         One entry of a record's ``verdicts`` (:func:`aggregate`).
+    spread : bool, optional
+        Add the median and the range of the replicates' values (default); without them, the line a
+        verdict row of a chapter prints (:func:`mfattn.companion.evidence.replication_short`).
 
     Returns
     -------
@@ -378,6 +381,8 @@ def status(entry: dict) -> str:
     'fragile: FAIL in this run; PASS in 10 of 10 replicates (the committed run is aty'
     >>> status(dict(e, kind="hypothesis", passed=6))[:31]
     'varies: PASS in 6 of 10 replica'
+    >>> status(dict(e, kind="hypothesis", passed=6), spread=False)
+    'varies: PASS in 6 of 10 replicates'
     """
     word = "fragile" if entry["kind"] in ("claim", "derived") else "varies"
     n, p = entry["n"], entry["passed"]
@@ -395,7 +400,7 @@ def status(entry: dict) -> str:
         text += f", counterfactual rejected in {entry['evidence']}"
         if "decisions" not in entry:
             text += " (counted before the counterfactual rules of MAX_MARGIN; to be replicated again)"
-    if math.isfinite(entry["q50"]):
+    if spread and math.isfinite(entry["q50"]):
         text += (f"; median {entry['q50']:.3g}, range of the {len(entry.get('values', [])) or n} replicates "
                  f"[{min(_finite(entry)):.3g}, {max(_finite(entry)):.3g}]" if _finite(entry) else "")
     if n < MIN_REPLICATES:  # too few replicates to call it either way
