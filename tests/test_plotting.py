@@ -32,10 +32,9 @@ def test_panels_two_a_row_and_an_odd_last_panel_takes_the_row():
         plt.close(fig)
 
 
-def test_inside_ipython_figures_are_shown_at_twice_the_pixels_and_the_same_size():
-    """A chapter's figures are retina PNGs: the PNG's own size (read from its header) is twice the
-    size the output's metadata asks the page to show (rounded down), and that is the figure's width
-    at DPI."""
+def _shown_in_ipython(draw):
+    """The PNG bytes and the output metadata a chapter's kernel shows for a figure: ``draw(ax)`` on a
+    one-panel figure, after ``plotting.use()``, formatted by an IPython shell."""
     pytest.importorskip("matplotlib_inline")
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -44,13 +43,20 @@ def test_inside_ipython_figures_are_shown_at_twice_the_pixels_and_the_same_size(
         with matplotlib.rc_context():
             plotting.use()
             fig, ax = plotting.panels(1, height=2.0)
-            ax.plot([0, 1], [0, 1])
+            draw(ax)
             data, meta = shell.display_formatter.format(fig)
             plt.close(fig)
     finally:
         InteractiveShell.clear_instance()
     png = data["image/png"]
-    png = base64.b64decode(png) if isinstance(png, str) else png  # IPython 8+ gives base64 text
+    return (base64.b64decode(png) if isinstance(png, str) else png), meta  # IPython 8+ gives base64 text
+
+
+def test_inside_ipython_figures_are_shown_at_twice_the_pixels_and_the_same_size():
+    """A chapter's figures are retina PNGs: the PNG's own size (read from its header) is twice the
+    size the output's metadata asks the page to show (rounded down), and that is the figure's width
+    at DPI."""
+    png, meta = _shown_in_ipython(lambda ax: ax.plot([0, 1], [0, 1]))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert (width // 2, height // 2) == (meta["image/png"]["width"], meta["image/png"]["height"])
@@ -110,25 +116,15 @@ def test_a_chapter_figure_records_its_smallest_text_in_the_png():
     """The PNG a chapter's kernel shows carries the height of the figure's smallest text in its own
     pixels: the font size set here (7 pt, a legend's) at the retina PNG's dpi (twice DPI), over 72
     points an inch; read back by Pillow's PNG reader, not by the code that wrote it."""
-    pytest.importorskip("matplotlib_inline")
     import io
 
-    from IPython.core.interactiveshell import InteractiveShell
     from PIL import Image
 
-    shell = InteractiveShell.instance()
-    try:
-        with matplotlib.rc_context():
-            plotting.use()
-            fig, ax = plotting.panels(1, height=2.0)
-            ax.plot([0, 1], [0, 1], label="a line")
-            ax.legend(fontsize=7)
-            data, _ = shell.display_formatter.format(fig)
-            plt.close(fig)
-    finally:
-        InteractiveShell.clear_instance()
-    png = data["image/png"]
-    png = base64.b64decode(png) if isinstance(png, str) else png
+    def draw(ax):
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.legend(fontsize=7)
+
+    png, _ = _shown_in_ipython(draw)
     image = Image.open(io.BytesIO(png))
     assert float(image.text[plotting.TEXT_KEY]) == pytest.approx(7 * 2 * plotting.DPI / 72, abs=0.006)
 
