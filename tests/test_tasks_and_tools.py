@@ -129,6 +129,38 @@ def test_loglog_fit_recovers_exact_and_noisy_power_laws():
         fit.text(digits=-1)
 
 
+def test_rms_fit_covers_the_rate_of_a_signed_quantity_with_a_narrower_interval():
+    from mfattn.analysis.fitting import rms_fit
+
+    N = np.repeat([16.0, 32.0, 64.0, 128.0, 256.0], 10)
+    # exact: the same five values at every N, scaled by N^-1/2; the RMS at N is sqrt(mean(v^2) / N)
+    v = np.tile([0.2, 1.0, 0.5, 2.0, 1.5, 0.1, 0.7, 1.2, 0.9, 0.4], 5)
+    fit = rms_fit(N, v * N**-0.5)
+    assert math.isclose(fit.slope, -0.5, abs_tol=1e-12) and fit.n == 50
+    assert math.isclose(float(fit.predict(16.0)), math.sqrt(np.mean(v[:10] ** 2) / 16), rel_tol=1e-12)
+    # |Z| N^-1/2 with Z a centred normal: 95% intervals cover -1/2 about 95% of the time, and
+    # are about sqrt(0.5 / 1.23) = 0.64 times as wide as a fit of every draw's log
+    rng = np.random.default_rng(0)
+    covered, ratio = 0, []
+    for _ in range(400):
+        y = np.abs(rng.standard_normal(N.size)) * N**-0.5
+        f, g = rms_fit(N, y), loglog_fit(N, y)
+        covered += f.contains(-0.5)
+        ratio.append((f.slope_hi - f.slope_lo) / (g.slope_hi - g.slope_lo))
+    assert 0.92 <= covered / 400 <= 0.98
+    assert 0.55 <= np.median(ratio) <= 0.8
+    # a law that bends (not a power law over the range): the interval widens with the misfit
+    z = np.abs(rng.standard_normal(N.size))
+    straight, bent = rms_fit(N, z * N**-0.5), rms_fit(N, z * np.where(N < 100, N**-0.5, N / 512))
+    assert bent.slope_hi - bent.slope_lo > 2 * (straight.slope_hi - straight.slope_lo)
+    with pytest.raises(ValueError, match="^x"):
+        rms_fit([1.0, 2.0, 4.0], [1.0, 1.0, 1.0])  # one draw per x
+    with pytest.raises(ValueError, match="^y"):
+        rms_fit(N, -np.ones(N.size))
+    with pytest.raises(ValueError, match="^level"):
+        rms_fit(N, np.ones(N.size), level=1.0)
+
+
 def test_profiles_and_verdicts(capsys):
     P = {"ci": {"n": 4, "m": 2}, "paper": {"n": 400, "m": 20}}
     cfg = resolve_profile(P, "paper", n=None, m=7)

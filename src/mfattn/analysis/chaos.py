@@ -37,7 +37,7 @@ import torch
 from .._checks import check_positive
 from ..flows.integrate import Run
 from ..models.particles import ParticleModel
-from .fitting import LogLogFit, loglog_fit
+from .fitting import LogLogFit, loglog_fit, rms_fit
 from .transport import lipschitz_discrepancy, lipschitz_parts
 
 __all__ = ["QUANTITIES", "DOMINATED_BELOW", "ChaosSetup", "ChaosResult", "Corrected", "chaos_errors",
@@ -554,11 +554,14 @@ class ChaosResult:
             at = self.N == n
             yield int(n), at, np.median(raw[at]), np.median(floor[at])
 
-    def fit(self, quantity: str, *, upto: int | None = None, corrected: bool = True,
+    def fit(self, quantity: str, *, upto: int | None = None, corrected: bool = True, rms: bool = False,
             level: float = 0.95) -> LogLogFit:
         """The power law in ``N`` of the supremum of ``quantity`` (:func:`~mfattn.analysis.fitting.loglog_fit`):
         of the floor-corrected values with the dominated points left out (``corrected=True``), or of
-        the raw values. ``n`` of the fit says how many runs it kept.
+        the raw values. ``n`` of the fit says how many runs it kept. With ``rms=True`` the law is that
+        of the root mean square over the draws at each ``N`` (:func:`~mfattn.analysis.fitting.rms_fit`):
+        the fit for the size of a signed quantity, such as ``d25_tags``, whose single values
+        scatter widely in the logarithm.
 
         Parameters
         ----------
@@ -568,6 +571,8 @@ class ChaosResult:
             The last recording time's index (``0`` is the start); all by default.
         corrected : bool, default True
             Fit the floor-corrected values (dominated runs left out), or the raw ones.
+        rms : bool, default False
+            Fit the root mean square over the draws at each ``N`` instead of every run's value.
         level : float, default 0.95
             Confidence level of the slope's interval.
 
@@ -588,15 +593,20 @@ class ChaosResult:
         ...                    for N in (4, 16, 64, 256)])
         >>> round(float(res.fit("e_rms", corrected=False).slope), 6), res.fit("e_rms", upto=1).n
         (-0.5, 4)
+        >>> twice = ChaosResult([{"N": N, "d25_tags": [0.0, c / N ** 0.5], "floor_d25_tags": [0.0, 0.0]}
+        ...                      for N in (4, 16, 64) for c in (1.0, 3.0)])
+        >>> round(float(twice.fit("d25_tags", rms=True).slope), 6)
+        -0.5
         """
+        fitter = rms_fit if rms else loglog_fit
         if not corrected:
-            return loglog_fit(self.N, self.sup(quantity, upto=upto), level=level)
+            return fitter(self.N, self.sup(quantity, upto=upto), level=level)
         c = self.corrected(quantity, upto=upto)
         keep = ~c.dominated
         if keep.sum() < 3 or len(np.unique(self.N[keep])) < 2:
             raise ValueError(f"quantity: the floor dominates {int(c.dominated.sum())} of {len(keep)} runs of "
                              f"{quantity!r}; too few are left to fit (a larger reference lowers the floor)")
-        return loglog_fit(self.N[keep], c.values[keep], level=level)
+        return fitter(self.N[keep], c.values[keep], level=level)
 
     def left_out(self, quantity: str, *, upto: int | None = None) -> list:
         """The numbers of heads that :meth:`fit` leaves out, the floor dominating there.
