@@ -52,6 +52,7 @@ __all__ = [
     "Collapse",
     "profile_collapse",
     "LongRun",
+    "Resolved",
     "long_run",
     "Doublings",
     "doublings",
@@ -912,7 +913,8 @@ class BalanceOrder(NamedTuple):
         lines = [f"h = {h:.4f}: drop {b.drop:.6f}, int 2 zeta I dt {b.integral:.6f}, residual {b.residual:+.2e}"
                  for h, b in zip(self.steps, self.balances)]
         f = self.fit
-        return "\n".join(lines + [f"order of the residual: {f.order:.2f}, interval [{f.order_lo:.2f}, {f.order_hi:.2f}]"])
+        lines.append(f"order of the residual: {f.order:.2f}, interval [{f.order_lo:.2f}, {f.order_hi:.2f}]")
+        return "\n".join(lines)
 
 
 def balance_order(steps, runs, zeta=1.0) -> BalanceOrder:
@@ -1003,6 +1005,35 @@ class Collapse(NamedTuple):
     def worst_t(self) -> float:
         """The largest ``gap_t / tolerance``: the control, compared at equal physical time."""
         return float(np.max(self.gap_t / self.tolerance))
+
+    def summary(self, a: str = "a", b: str = "b", b_run: str = "b") -> str:
+        """One line per compared ``s`` (the gap and its tolerance), then the rescaled times of ``b``'s
+        compared records, as chapter 04 prints them.
+
+        Parameters
+        ----------
+        a, b : str, optional
+            Short names of the profiles, in ``|E_a - E_b|``.
+        b_run : str, optional
+            The name of ``b``'s run in the last line.
+
+        Returns
+        -------
+        str
+            The lines, joined by newlines.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from mfattn.analysis.longtime import Collapse
+        >>> c = Collapse(np.array([16.0]), np.array([1e-9]), np.array([1e-8]), np.array([1e-3]), np.array([16.0]))
+        >>> print(c.summary("const", "dec", "decaying"))
+        s =  16: |E_const - E_dec| = 1.0e-09, tolerance 1.0e-08
+        s of the decaying run at its checkpoints: [16.0]
+        """
+        lines = [f"s = {s:3.0f}: |E_{a} - E_{b}| = {g:.1e}, tolerance {e:.1e}"
+                 for s, g, e in zip(self.s, self.gap, self.tolerance)]
+        return "\n".join(lines + [f"s of the {b_run} run at its checkpoints: {[round(float(v), 6) for v in self.s_b]}"])
 
 
 def _records_at(values: np.ndarray, targets: np.ndarray, name: str, what: str) -> np.ndarray:
@@ -1110,6 +1141,121 @@ class LongRun(NamedTuple):
     snapshots: list
     frames: dict
     balance: EnergyBalance
+
+    def resolved(self, rtol: float = 1e-2) -> "Resolved":
+        r"""How far the run follows the flow: :func:`resolved_until` on its records (:math:`\zeta\equiv1`).
+
+        Parameters
+        ----------
+        rtol : float, default 1e-2
+            The relative tolerance of the local identity.
+
+        Returns
+        -------
+        Resolved
+            The time, the index of its record and that of the last kept measure up to it.
+
+        Examples
+        --------
+        >>> from mfattn.analysis.longtime import long_run
+        >>> from mfattn.models.tasks import example
+        >>> model, data, heads, _ = example()
+        >>> long_run(model, data, heads, T=0.5, step=1 / 64, n_kept=2).resolved()
+        Resolved(time=0.5, record=32, kept=1)
+        """
+        time = resolved_until(self.times, self.risk, self.dissipation, rtol=rtol)
+        return Resolved(time, int(np.searchsorted(self.times, time)),
+                        int(np.searchsorted(self.ends, time, "right")) - 1)
+
+    def summary_until(self, cut: "Resolved", name: str, bayes_risk: float | None = None) -> str:
+        """The run up to where it follows the flow (:meth:`resolved`): the risk, the support radius at the
+        start, half way and the end, and the dissipation there, as chapter 04 prints them.
+
+        Parameters
+        ----------
+        cut : Resolved
+            Where the run stops following the flow.
+        name : str
+            The task's name.
+        bayes_risk : float, optional
+            The Bayes risk of the task, printed beside the risk.
+
+        Returns
+        -------
+        str
+            Three lines, joined by newlines.
+
+        Examples
+        --------
+        >>> from mfattn.analysis.longtime import long_run
+        >>> from mfattn.models.tasks import example
+        >>> model, data, heads, _ = example()
+        >>> run = long_run(model, data, heads, T=0.5, step=1 / 64, n_kept=2)
+        >>> print(run.summary_until(run.resolved(), "example").splitlines()[0])
+        example: the local form of (39) holds to 1% up to t = 0.5
+        """
+        k, r = cut.record, self.radius
+        ref = (f"Bayes risk of the chain: {bayes_risk:.4f}" if bayes_risk is not None
+               else f"no Bayes reference for {name}")
+        return "\n".join([f"{name}: the local form of (39) holds to 1% up to t = {cut.time:g}",
+                          f"   there E {self.risk[0]:.4f} -> {self.risk[k]:.4f} ({ref})",
+                          f"   radius {r[0]:.2f} -> {r[k // 2]:.2f} -> {r[k]:.2f} (t = 0, half, end), "
+                          f"I = {self.dissipation[k]:.1e}"])
+
+    def summary(self, E_min: float, teacher_radius: float) -> str:
+        """The risk gap, the dissipation and the support radius at the start and the end, and the balance
+        (39) over the run, as chapter 04 prints them (``E_min`` written ``H``).
+
+        Parameters
+        ----------
+        E_min : float
+            The infimum of the risk.
+        teacher_radius : float
+            The largest norm of a teacher's head, printed beside the support radius.
+
+        Returns
+        -------
+        str
+            Four lines, joined by newlines.
+
+        Examples
+        --------
+        >>> from mfattn.analysis.longtime import long_run
+        >>> from mfattn.models.tasks import example
+        >>> model, data, heads, _ = example()
+        >>> print(long_run(model, data, heads, T=1.0, step=0.125, n_kept=2).summary(0.0, 1.0).splitlines()[2])
+        energy balance (39) over the run: drop 0.297344
+        """
+        G, I, r, b = self.risk - E_min, self.dissipation, self.radius, self.balance
+        return "\n".join([
+            f"T = {self.times[-1]:.0f}: E - H = {G[-1]:.2e} (from {G[0]:.2e}), I = {I[-1]:.2e} (from {I[0]:.2e})",
+            f"  support radius {r[0]:.2f} -> {r[-1]:.2f} (largest teacher head {teacher_radius:.2f})",
+            f"energy balance (39) over the run: drop {b.drop:.6f}",
+            f"  |residual| {abs(b.residual):.1e} (relative {b.relative:.1e})"])
+
+
+class Resolved(NamedTuple):
+    """The part of a run that follows the flow (:meth:`LongRun.resolved`).
+
+    .. rubric:: Fields
+
+    ``time`` : float
+        The last recording time up to which the local form of (39) holds.
+    ``record`` : int
+        The index of that record.
+    ``kept`` : int
+        The index of the last kept measure up to that time (``-1`` when none).
+
+    Examples
+    --------
+    >>> from mfattn.analysis.longtime import Resolved
+    >>> Resolved(50.65, 1013, 1).kept
+    1
+    """
+
+    time: float
+    record: int
+    kept: int
 
 
 def long_run(model: HeadModel, data: Dataset, heads, *, T: float, step: float, n_kept: int, n_frames: int = 0,
@@ -1372,8 +1518,10 @@ def kl_rate(times, risk, dissipation, *, on, out_of_sample: bool = False) -> KLR
     if not (t.shape == E.shape == I.shape):
         raise ValueError(f"risk, dissipation: shapes {E.shape}, {I.shape} differ from times' {t.shape}")
     idx = np.asarray(on)
+    if idx.dtype == bool and idx.shape != t.shape:
+        raise ValueError(f"on: a mask must have the shape of times, {t.shape}, got {idx.shape}")
     idx = np.nonzero(idx)[0] if idx.dtype == bool else idx.astype(int)
-    if idx.dtype == bool or idx.ndim != 1 or np.any(np.diff(idx) <= 0) or (idx.size and not 0 <= idx[0] <= idx[-1] < t.size):
+    if idx.ndim != 1 or np.any(np.diff(idx) <= 0) or (idx.size and not 0 <= idx[0] <= idx[-1] < t.size):
         raise ValueError("on: expected a mask of the records or increasing indices of them")
     fit_i, test_i = (idx[: idx.size // 2], idx[idx.size // 2:]) if out_of_sample else (idx, idx)
     fit = kl_fit(E[fit_i], I[fit_i])
@@ -1453,7 +1601,7 @@ class PLProfile(NamedTuple):
         >>> pl = pl_profile(t, 1 + np.exp(-t), np.exp(-t) / (1 + t), 1.0, tail=t >= 1)  # ratio 1/(2(1+t))
         >>> print(pl.summary(np.ones(6), lambdas=(0.2,)))
         PL ratio I / (2 (E - H)): 2.50e-01 at t = 1, 8.33e-02 at T
-          tail slope in t -0.77 [-0.84, -0.71]
+          tail slope in t -0.68 [-0.77, -0.59]
         lambda = 2e-01: PL holds while t <= 1, that is while E - H >= 3.68e-01
           support radius there 1.00
         """
@@ -1621,16 +1769,23 @@ class Stationarity(NamedTuple):
         The support radius over the last doublings of the horizon (precompactness).
     ``w1`` : numpy.ndarray (K - 1,)
         :math:`W_1` between consecutive kept measures.
+    ``kept_times`` : numpy.ndarray (K,)
+        The times of the kept measures.
+    ``inward`` : InwardCheck
+        Remark 6.7's criterion for the final measure on the sphere of its support radius
+        (:func:`inward_products`).
 
     The property ``w1_factor`` is the factor by which ``w1`` shrinks per step on average.
 
     Examples
     --------
+    >>> import torch
     >>> from mfattn.analysis.longtime import long_run, stationarity
     >>> from mfattn.models.tasks import example
     >>> model, data, heads, _ = example()
     >>> run = long_run(model, data, heads, T=4.0, step=0.25, n_kept=3)
-    >>> st = stationarity(model, data, run, heads, E_min=0.0, T=4.0, tail_from=0.25, n_doublings=3)
+    >>> st = stationarity(model, data, run, heads, E_min=0.0, T=4.0, tail_from=0.25, n_doublings=3, n_sphere=8,
+    ...                   generator=torch.Generator().manual_seed(0))
     >>> st.speed < st.speed0, st.rise <= st.tolerance, st.w1.shape
     (True, True, (2,))
     """
@@ -1646,6 +1801,8 @@ class Stationarity(NamedTuple):
     min_gap: float
     doublings: Doublings
     w1: np.ndarray
+    kept_times: np.ndarray
+    inward: InwardCheck
 
     @property
     def w1_factor(self) -> float:
@@ -1667,14 +1824,16 @@ class Stationarity(NamedTuple):
         >>> from mfattn.analysis.longtime import Doublings, Stationarity
         >>> fit = loglog_fit([1, 2, 4], [1, 0.25, 0.0625])
         >>> d = Doublings(np.array([1.0, 2.0]), np.array([1.0, 1.5]), np.array([0.5]), None)
-        >>> st = Stationarity(None, 1.0, fit, 1e-3, 1e-4, 0.1, -1e-9, 1e-6, 0.01, d, np.array([0.5, 0.25]))
+        >>> st = Stationarity(None, 1.0, fit, 1e-3, 1e-4, 0.1, -1e-9, 1e-6, 0.01, d, np.array([0.5, 0.25]),
+        ...                   np.array([1.0, 2.0, 4.0]), None)
         >>> print(st.summary().splitlines()[1])
         tail fit I ~ t^a on t >= 1: a = -2.00 [-2.00, -2.00]
         """
         d, f = self.doublings, self.tail_fit
         lines = [f"I(T) / I(0) = {self.dissipation_ratio:.1e}; largest particle speed {self.speed:.1e} "
                  f"(at t = 0: {self.speed0:.1e})",
-                 f"tail fit I ~ t^a on t >= {self.tail_start:.0f}: a = {f.slope:.2f} [{f.slope_lo:.2f}, {f.slope_hi:.2f}]",
+                 f"tail fit I ~ t^a on t >= {self.tail_start:.0f}: a = {f.slope:.2f} "
+                 f"[{f.slope_lo:.2f}, {f.slope_hi:.2f}]",
                  f"largest increase of E between consecutive records: {self.rise:.1e}",
                  f"  tolerance: the summed |residuals| of (39), {self.tolerance:.1e}",
                  f"min over the run of E - H = {self.min_gap:.2e}",
@@ -1685,16 +1844,24 @@ class Stationarity(NamedTuple):
             lines += [f"increase per doubling ~ t^a: a = {d.fit.text(2)}",
                       "  a < 0 makes the increases geometric in the number of doublings,",
                       "  so their sum, the radius, bounded"]
+        lines += ["W1 between the measures kept at t = " + ", ".join(f"{x:g}" for x in self.kept_times) + ":",
+                  "    " + ", ".join(f"{w:.2f}" for w in self.w1)]
+        if self.inward is not None:
+            c = self.inward
+            lines += [f"Remark 6.7, rho = rho_T, on the sphere of the support radius at T, {d.values[-1]:.2f}:",
+                      f"  {c.fraction_inward:.3f} of {c.points.shape[0]} points point inwards; most outward product "
+                      f"{c.minimum:.2e}"]
         return "\n".join(lines)
 
 
 def stationarity(model: HeadModel, data: Dataset, run: LongRun, heads0, *, E_min: float, T: float, tail_from: float,
-                 n_doublings: int = 6) -> Stationarity:
+                 n_doublings: int = 6, n_sphere: int, generator: torch.Generator) -> Stationarity:
     r"""Theorem 6.6 (with Theorem 6.3 and Proposition 6.9) measured on a long run: the tail slope of the
     dissipation, the particle speeds at the start and the end, the energy's largest rise between
     records against the integrator's error, its smallest gap to ``E_min``, the support radius over the
-    last doublings of the horizon (:func:`doublings`) and the :math:`W_1` distances between the kept
-    measures (:func:`mfattn.analysis.transport.wasserstein`).
+    last doublings of the horizon (:func:`doublings`), the :math:`W_1` distances between the kept
+    measures (:func:`mfattn.analysis.transport.wasserstein`), and Remark 6.7's inward products for the
+    final measure on the sphere of the final support radius (:func:`inward_products`).
 
     Parameters
     ----------
@@ -1714,6 +1881,10 @@ def stationarity(model: HeadModel, data: Dataset, run: LongRun, heads0, *, E_min
         The tail starts at ``tail_from * T``, in ``(0, 1)``.
     n_doublings : int, default 6
         Doublings of the horizon read for the support radius.
+    n_sphere : int
+        Points drawn on the sphere for Remark 6.7.
+    generator : torch.Generator
+        Draws them.
 
     Returns
     -------
@@ -1728,11 +1899,13 @@ def stationarity(model: HeadModel, data: Dataset, run: LongRun, heads0, *, E_min
 
     Examples
     --------
+    >>> import torch
     >>> from mfattn.analysis.longtime import long_run, stationarity
     >>> from mfattn.models.tasks import example
     >>> model, data, heads, _ = example()
     >>> run = long_run(model, data, heads, T=4.0, step=0.25, n_kept=3)
-    >>> st = stationarity(model, data, run, heads, E_min=0.0, T=4.0, tail_from=0.25, n_doublings=3)
+    >>> st = stationarity(model, data, run, heads, E_min=0.0, T=4.0, tail_from=0.25, n_doublings=3, n_sphere=8,
+    ...                   generator=torch.Generator().manual_seed(0))
     >>> st.tail_start, int(st.tail.sum()), st.doublings.times.tolist()
     (1.0, 13, [0.5, 1.0, 2.0, 4.0])
     """
@@ -1744,11 +1917,14 @@ def stationarity(model: HeadModel, data: Dataset, run: LongRun, heads0, *, E_min
         raise ValueError("run: needs at least two kept measures")
     t, E, I = run.times, run.risk, run.dissipation
     tail = t >= tail_from * T
-    speed, speed0 = (float(model.grad_first_variation(data, W, W).norm(dim=1).max()) for W in (run.snapshots[-1], heads0))
+    speed, speed0 = (float(model.grad_first_variation(data, W, W).norm(dim=1).max())
+                     for W in (run.snapshots[-1], heads0))
     w1 = np.array([wasserstein(a, b, p=1) for a, b in zip(run.snapshots[:-1], run.snapshots[1:])])
     return Stationarity(tail, tail_from * T, loglog_fit(t[tail], I[tail]), I[-1] / I[0], speed, speed0,
                         float(np.max(np.diff(E))), abs(run.balance.residual), float(np.min(E - E_min)),
-                        doublings(t, run.radius, T=T, n=n_doublings), w1)
+                        doublings(t, run.radius, T=T, n=n_doublings), w1, run.ends,
+                        inward_products(model, data, run.snapshots[-1], None, Ball(float(run.radius[-1])),
+                                        n_points=n_sphere, generator=generator))
 
 
 class KLAnalysis(NamedTuple):
@@ -1801,7 +1977,8 @@ class KLAnalysis(NamedTuple):
         theta = 0.750 [0.750, 0.750] with E_inf = H
         """
         w, o, kl, kl_H, H = self.whole, self.out_of_sample, self.whole.fit, self.at_min, self.E_min
-        rate = "exponential (theta = 1/2)" if w.theta == 0.5 else f"exponent 1/(2 theta - 1) = {1 / (2 * w.theta - 1):.2f}"
+        rate = ("exponential (theta = 1/2)" if w.theta == 0.5 else
+                f"exponent 1/(2 theta - 1) = {1 / (2 * w.theta - 1):.2f}")
         return "\n".join([
             f"E_inf - H = {kl.E_inf - H:.2e} (range [{kl.E_inf_lo - H:.2e}, {kl.E_inf_hi - H:.2e}])",
             f"theta = {kl.theta:.3f} [{kl.theta_lo:.3f}, {kl.theta_hi:.3f}] with E_inf fitted",
@@ -1878,7 +2055,8 @@ class CertificateSeries(NamedTuple):
     Examples
     --------
     >>> from mfattn.analysis.longtime import certificate_series
-    >>> recs = [dict(t=t, gap=4 * g**0.5, upper=1 + g, within=3, n_starts=8) for t, g in ((1, 0.1), (2, 0.01), (4, 1e-3))]
+    >>> recs = [dict(t=t, gap=4 * g**0.5, upper=1 + g, within=3, n_starts=8)
+    ...         for t, g in ((1, 0.1), (2, 0.01), (4, 1e-3))]
     >>> cs = certificate_series(recs, 1.0)
     >>> round(float(cs.fit.slope), 6), cs.convex
     (0.5, True)
@@ -1896,8 +2074,16 @@ class CertificateSeries(NamedTuple):
         """``G <= gap`` at every kept measure."""
         return bool(np.all(self.gaps >= self.G))
 
-    def summary(self) -> str:
-        """Two lines per kept measure, as chapter 04 prints them (``E_min`` written ``H``).
+    def summary(self, radius: float, teacher_radius: float) -> str:
+        """Two lines per kept measure, then the ball, the fit and whether convexity holds, as chapter 04
+        prints them (``E_min`` written ``H``).
+
+        Parameters
+        ----------
+        radius : float
+            The radius of the ball :math:`K`.
+        teacher_radius : float
+            The largest norm of a teacher's head, printed beside it.
 
         Returns
         -------
@@ -1907,13 +2093,23 @@ class CertificateSeries(NamedTuple):
         Examples
         --------
         >>> from mfattn.analysis.longtime import certificate_series
-        >>> recs = [dict(t=t, gap=4 * g**0.5, upper=1 + g, within=3, n_starts=8) for t, g in ((1, 0.25), (2, 0.01), (4, 1e-4))]
-        >>> print(certificate_series(recs, 1.0).summary().splitlines()[0])
+        >>> recs = [dict(t=t, gap=4 * g**0.5, upper=1 + g, within=3, n_starts=8)
+        ...         for t, g in ((1, 0.25), (2, 0.01), (4, 1e-4))]
+        >>> print(certificate_series(recs, 1.0).summary(3.0, 2.0))  # doctest: +ELLIPSIS
         t =    1: G = E - H = 2.50e-01, gap = 2.00e+00, gap / G^(1/2) = 4.00
+          3 of 8 starts within 1e-3 of min Phi
+        ...
+        K: radius 3.00 (largest teacher head 2.00)
+        gap ~ G^b with b = +0.50 [+0.50, +0.50]
+        convexity, G <= gap: holds at every kept measure
         """
-        return "\n".join(f"t = {t:4.0f}: G = E - H = {G:.2e}, gap = {g:.2e}, gap / G^(1/2) = {g / math.sqrt(G):.2f}\n"
-                         f"  {w} of {n} starts within 1e-3 of min Phi"
-                         for t, G, g, w, n in zip(self.times, self.G, self.gaps, self.within, self.n_starts))
+        lines = [f"t = {t:4.0f}: G = E - H = {G:.2e}, gap = {g:.2e}, gap / G^(1/2) = {g / math.sqrt(G):.2f}\n"
+                 f"  {w} of {n} starts within 1e-3 of min Phi"
+                 for t, G, g, w, n in zip(self.times, self.G, self.gaps, self.within, self.n_starts)]
+        return "\n".join(lines + [f"K: radius {radius:.2f} (largest teacher head {teacher_radius:.2f})",
+                                  f"gap ~ G^b with b = {self.fit.text(2)}",
+                                  "convexity, G <= gap: " + ("holds at every kept measure" if self.convex
+                                                             else "fails at some kept measure")])
 
 
 def certificate_series(records, E_min: float) -> CertificateSeries:
