@@ -13,6 +13,11 @@ solution up to the integrator); this module measures them.
   (the equality case of (44)); :func:`kl_constant` is the largest ``c_KL`` for which (44) holds at every
   recorded point, and :func:`kl_bound` is the rate of Theorem 6.10.
 * :func:`inward_products`: the inward-pointing condition of Remark 6.7 on a boundary sphere.
+* Chapter 04's runs and what it reads off them, each a typed record with the printout the chapter
+  shows: :func:`flow_records` and :func:`balance_order` (Theorem 6.1 to the integrator's order),
+  :func:`profile_collapse` ((42)), :func:`long_run`, :func:`stationarity` (Theorem 6.6, Proposition
+  6.9, Remark 6.7), :func:`kl_rate` and :func:`kl_analysis` (Theorem 6.10), :func:`pl_profile`
+  (Section 8), :func:`certificate_record` and :func:`certificate_series` (Section 8's certificate).
 """
 
 from __future__ import annotations
