@@ -9,7 +9,10 @@ import torch
 
 from mfattn.flows.dynamics import Decaying, reference_flow
 from mfattn.analysis.fitting import asymptotic_order
-from mfattn.analysis.longtime import energy_balance, inward_products, kl_bound, kl_constant, kl_fit, local_exponents
+from mfattn.analysis.longtime import (balance_order, certificate_series, doublings, energy_balance, flow_records,
+                                      inward_products, kl_bound, kl_constant, kl_fit, kl_rate, local_balance,
+                                      local_exponents, long_run, pl_profile, profile_collapse, resolved_until,
+                                      stationarity, support_radius)
 from mfattn.analysis.static import Ball
 from mfattn.models.tasks import teacher_task
 
@@ -227,3 +230,174 @@ def test_kl_fit_profiles_to_the_least_squares_limit_energy():
             x = np.log(E - e_min + np.exp(u))
             best = min(best, float(np.sum((np.log(I) - np.polyval(np.polyfit(x, np.log(I), 1), x)) ** 2)))
         assert fit.rss <= best * (1 + 1e-9) + 1e-12
+
+
+# ------------------------------------------------------------------- chapter 04's runs and records
+def test_local_balance_of_a_quadratic_is_exact_inside_and_resolved_until_uses_it():
+    """E = 1 - t^2, I = t: -dE/dt = 2t = 2I, and second-order differences are exact for a quadratic."""
+    t = np.linspace(0.0, 2.0, 21)
+    b = local_balance(t, 1 - t**2, t)
+    np.testing.assert_allclose(b.decrease[1:-1], 2 * t[1:-1], rtol=1e-12)
+    np.testing.assert_allclose(b.rate, 2 * t, rtol=0)
+    half = local_balance(t, 1 - t**2, t, zeta=0.5)  # zeta = 1/2 halves the rate only
+    np.testing.assert_allclose(half.rate, t, rtol=0)
+    assert resolved_until(t, 1 - t**2, t) == 2.0
+    with pytest.raises(ValueError, match="times"):
+        local_balance([0.0, 1.0, 1.0], [1, 1, 1], [0, 0, 0])
+
+
+def test_balance_order_of_a_closed_form_curve_is_simpsons_error_at_fourth_order():
+    """E = exp(-t), I = exp(-t)/2 satisfies (39) exactly: the residual is Simpson's error of int_0^4 e^-t,
+    -(h^4/180)(1 - e^-4) to leading order (the sign: Simpson overestimates a convex integrand)."""
+    hs = [0.5, 0.25, 0.125, 0.0625]
+    runs = [dict(times=np.arange(0, 4 + h / 2, h)) for h in hs]
+    for r in runs:
+        r.update(risk=np.exp(-r["times"]), dissipation=np.exp(-r["times"]) / 2)
+    order = balance_order(hs, runs)
+    assert order.fit.contains(4.0)
+    np.testing.assert_allclose(order.residuals[-1], hs[-1] ** 4 / 180 * (1 - math.exp(-4)), rtol=1e-2)
+    assert all(b.residual < 0 for b in order.balances)
+    assert order.summary().splitlines()[-1].startswith("order of the residual: 4.0")
+    with pytest.raises(ValueError, match="runs"):
+        balance_order(hs, runs[:2])
+
+
+def test_profile_collapse_finds_equal_rescaled_times_in_closed_form():
+    """E(s) = exp(-s/16) along both profiles: zeta = 1 (s = 2t) and zeta = (1 + t/4)^(-1/2)
+    (s = 16 (sqrt(1 + t/4) - 1)); s = 16 m falls at t = 8 m and t = 8 m + 4 m^2. The coarse runs carry a known
+    error, so the Richardson estimates and the control at equal t are known in closed form."""
+    f = lambda s: np.exp(-s / 16)  # noqa: E731
+    z_dec = Decaying(1.0, 4.0, 0.5)
+    ta, tb = np.arange(0.0, 33.0, 8.0), np.arange(0.0, 97.0, 4.0)
+    sa, sb = 2 * ta, 16 * (np.sqrt(1 + tb / 4) - 1)
+    a = (1.0, dict(times=ta, risk=f(sa) + 1.5e-6), dict(times=ta, risk=f(sa)))
+    b = (z_dec, dict(times=tb, risk=f(sb) - 3e-6), dict(times=tb, risk=f(sb)))
+    m = np.arange(1, 5)
+    col = profile_collapse(a, b, 16.0 * m)
+    np.testing.assert_allclose(col.gap, 0.0, atol=1e-15)
+    np.testing.assert_allclose(col.tolerance, 2 * (1.5e-6 + 3e-6) * 16 / 15, rtol=1e-6)
+    np.testing.assert_allclose(col.s_b, 16.0 * m, rtol=1e-12)
+    # the control: at t = 8 m the decaying profile has only reached s = 16 (sqrt(1 + 2 m) - 1)
+    np.testing.assert_allclose(col.gap_t, np.abs(f(16.0 * m) - f(16 * (np.sqrt(1 + 2 * m) - 1))), rtol=1e-9)
+    assert col.worst < 1e-6 < 1 < col.worst_t
+    with pytest.raises(ValueError, match="a: no record at s"):
+        profile_collapse(a, b, [10.0])
+
+
+def test_long_run_records_match_its_kept_measures(task):
+    """The records of risk and support radius at the kept times are those of the kept measures, evaluated
+    afresh; the kept times are geometric, T / 2^(K - 1) .. T, and the balance (39) closes."""
+    heads = cloud(task, 6, 7, scale=0.5)
+    run = long_run(task.model, task.data, heads, T=2.0, step=1 / 16, n_kept=3, n_frames=4)
+    assert run.ends.tolist() == [0.5, 1.0, 2.0]
+    assert sorted(run.frames) == [0.0, 1 / 16, 3 / 16, 10 / 16, 2.0]  # geomspace(1, 32, 4) = 1, 3.17, 10.08, 32
+    for e, W in zip(run.ends, run.snapshots):
+        k = int(round(e * 16))
+        assert math.isclose(run.risk[k], float(task.model.risk(task.data, W)), rel_tol=1e-12)
+        assert math.isclose(run.radius[k], max(float(w.norm()) for w in W), rel_tol=1e-12)
+    # (39) closes up to the integrator's fourth-order error: halving the step divides the residual by about 16
+    finer = long_run(task.model, task.data, heads, T=2.0, step=1 / 32, n_kept=3)
+    assert run.balance.relative < 1e-4 and 12 < run.balance.residual / finer.balance.residual < 20
+    cut = run.resolved()
+    assert cut.time == 2.0 and cut.record == 32 and cut.kept == 2
+    with pytest.raises(ValueError, match="n_kept"):
+        long_run(task.model, task.data, heads, T=2.0, step=1 / 16, n_kept=0)
+
+
+def test_doublings_of_closed_form_growths():
+    """log2 t grows by exactly 1 over each doubling (slope 0: a creep); 1 - 1/t by 1/t (slope -1)."""
+    t = np.arange(1.0, 65.0)
+    d = doublings(t, np.log2(t), T=64.0, n=5)
+    assert d.times.tolist() == [2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+    np.testing.assert_allclose(d.increase, 1.0, rtol=1e-12)
+    assert abs(d.fit.slope) < 1e-9
+    d = doublings(t, 1 - 1 / t, T=64.0, n=5)
+    np.testing.assert_allclose(d.increase, 1 / d.times[1:], rtol=1e-12)
+    assert math.isclose(d.fit.slope, -1.0, rel_tol=1e-9)
+    assert doublings(t, -t, T=64.0, n=3).fit is None  # a falling quantity: no fit
+    with pytest.raises(ValueError, match="n"):
+        doublings(t, t, T=64.0, n=1)
+
+
+def test_kl_rate_on_the_equality_flow_holds_out_of_sample_and_beats_the_pl_rate():
+    """The flow of f = a|x|^4 satisfies (44) with theta = 3/4 with equality: fitted on either half, the rate
+    of Theorem 6.10 is G itself (worst ratio 1) on the other. The PL rate with lambda = min I/G of the first
+    half is an exponential; computed here directly, it falls below G on the second half."""
+    a, p = 0.7, 4
+    t = np.linspace(0, 60, 241)
+    G, I = power_flow(p, a, 1.5, t)
+    s = t / 2  # the flow x' = -grad f runs at dG/dt = -I: in s = t/2, dG/ds = -2 I, the chapter's zeta = 1
+    tail = t >= 10
+    r = kl_rate(s, 1.0 + G, I, on=tail)
+    assert abs(r.theta - 0.75) < 1e-6 and abs(r.worst - 1) < 1e-4
+    oos = kl_rate(s, 1.0 + G, I, on=tail, out_of_sample=True)
+    idx = np.nonzero(tail)[0]
+    early, late = idx[: idx.size // 2], idx[idx.size // 2:]
+    np.testing.assert_array_equal(oos.fit_times, s[early])
+    np.testing.assert_array_equal(oos.times, s[late])
+    assert abs(oos.worst - 1) < 1e-4
+    lam = np.min(I[early] / G[early])
+    pl_rate = G[late][0] * np.exp(-2 * lam * (s[late] - s[late][0]))
+    assert math.isclose(oos.worst_pl, np.max(G[late] / pl_rate), rel_tol=1e-4) and oos.worst_pl > 1
+    with pytest.raises(ValueError, match="on"):
+        kl_rate(s, 1.0 + G, I, on=tail[:-1])
+
+
+def test_pl_profile_against_a_plain_loop():
+    rng = np.random.default_rng(3)
+    t = np.linspace(0, 10, 41)
+    G = np.exp(-t) * (1 + 0.3 * rng.random(t.size))
+    I = G ** 1.4
+    pl = pl_profile(t, 2.0 + G, I, 2.0, tail=t >= 2)
+    G = (2.0 + G) - 2.0  # the gap as the profile sees it, rounding included
+    lo, mins = math.inf, []
+    for k in range(1, t.size):
+        lo = min(lo, I[k] / (2 * G[k]))
+        mins.append(lo)
+    np.testing.assert_allclose(pl.running_min, mins, rtol=1e-12)
+    for lam in (1.0, 0.1, 0.01, 1e-9):
+        ok = [k for k in range(1, t.size) if all(I[j] / (2 * G[j]) >= lam for j in range(1, k + 1))]
+        assert pl.last_record(lam) == (max(ok) if ok else 0)
+    with pytest.raises(ValueError, match="E_min"):
+        pl_profile(t, 2.0 + G, I, 3.0, tail=t >= 2)
+
+
+def test_certificate_series_fits_a_known_power_and_checks_convexity():
+    G = np.array([1e-1, 1e-2, 1e-3, 1e-4])
+    recs = [dict(t=float(k), gap=3 * g**0.75, upper=1.5 + g, within=1, n_starts=4) for k, g in enumerate(G)]
+    cs = certificate_series(recs, 1.5)
+    assert math.isclose(cs.fit.slope, 0.75, rel_tol=1e-6) and cs.convex
+    recs[0]["gap"] = 0.5 * G[0]  # below G: convexity fails there
+    assert not certificate_series(recs, 1.5).convex
+    with pytest.raises(ValueError, match="E_min"):
+        certificate_series(recs, 2.0)
+
+
+def test_stationarity_against_a_direct_reading_of_the_run(task):
+    heads = cloud(task, 6, 11, scale=0.5)
+    run = long_run(task.model, task.data, heads, T=8.0, step=1 / 8, n_kept=4)
+    st = stationarity(task.model, task.data, run, heads, E_min=task.optimal_risk, T=8.0, tail_from=0.25,
+                      n_doublings=3, n_sphere=10, generator=torch.Generator().manual_seed(0))
+    t = run.times
+    assert st.tail.tolist() == [x >= 2.0 for x in t]
+    assert st.rise == max(run.risk[k + 1] - run.risk[k] for k in range(t.size - 1)) and st.rise <= st.tolerance
+    assert st.min_gap == min(run.risk) - task.optimal_risk
+    assert [float(run.radius[list(t).index(x)]) for x in (1.0, 2.0, 4.0, 8.0)] == st.doublings.values.tolist()
+    g = task.model.grad_first_variation(task.data, run.snapshots[-1], run.snapshots[-1])
+    assert math.isclose(st.speed, max(float(v.norm()) for v in g), rel_tol=1e-12)
+    assert st.inward.points.shape[0] == 10
+    np.testing.assert_allclose(st.inward.points.norm(dim=1).numpy(), run.radius[-1], rtol=1e-12)
+    assert st.kept_times.tolist() == [1.0, 2.0, 4.0, 8.0] and st.w1.shape == (3,)
+    with pytest.raises(ValueError, match="tail_from"):
+        stationarity(task.model, task.data, run, heads, E_min=0.0, T=8.0, tail_from=1.0, n_sphere=4,
+                     generator=torch.Generator())
+
+
+def test_support_radius_and_flow_records(task):
+    assert support_radius(torch.tensor([[3.0, 4.0], [0.0, 1.0]])) == 5.0
+    with pytest.raises(ValueError, match="heads"):
+        support_radius(torch.zeros(0, 3))
+    heads = cloud(task, 5, 13, scale=0.5)
+    r = flow_records(task.model, task.data, heads, T=0.5, step=0.125, record_every=0.25)
+    assert r["times"] == [0.0, 0.25, 0.5]
+    assert math.isclose(r["risk"][0], float(task.model.risk(task.data, heads)), rel_tol=1e-12)

@@ -150,3 +150,31 @@ def test_an_animation_records_its_smallest_text_on_its_picture():
     html = plotting.animation(fig, lambda i: dot.set_data([0.1 + 0.4 * i], [0.5]), 2, alt="a dot").data
     found = re.findall(r'<img alt="a dot" data-mfattn-text-px="([0-9.]+)"', html)
     assert len(found) == 1 and float(found[0]) == pytest.approx(6 * plotting.ANIMATION_DPI / 72, abs=0.006)
+
+
+def test_flow_animation_plays_one_frame_per_kept_measure_and_refuses_a_single_one():
+    import numpy as np
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    frames = {t: torch.randn(4, 6, generator=g, dtype=torch.float64) for t in (0.0, 0.5, 1.0, 2.0)}
+    t = np.linspace(0.0, 2.0, 9)
+    html = plotting.flow_animation(frames, t, {"a": np.exp(-t), "b": np.exp(-2 * t)}, marks=torch.ones(2, 6,
+                                   dtype=torch.float64), mark_label="marks", alt="four dots moving")
+    assert html.data.count("data:image/png;base64,") == 4 and 'alt="four dots moving"' in html.data
+    with pytest.raises(ValueError, match="frames"):
+        plotting.flow_animation({0.0: frames[0.0]}, t, {"a": np.exp(-t)}, alt="x")
+    with pytest.raises(ValueError, match="curves"):
+        plotting.flow_animation(frames, t, {"a": np.exp(-t)[:3]}, alt="x")
+
+
+def test_label_125_labels_one_two_and_five_times_each_power():
+    fig, ax = plt.subplots()
+    ax.loglog([1e-3, 6e-3], [1.0, 2.0])
+    plotting.label_125(ax.xaxis)
+    fig.canvas.draw()
+    shown = [lab.get_text() for lab in ax.xaxis.get_ticklabels() if lab.get_text()]
+    assert any("2" in s and "10" in s for s in shown) and any("5" in s and "10" in s for s in shown)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="axis"):
+        plotting.label_125(ax)

@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "animation", "panels", "png_metadata",
-           "smallest_text_pt", "use"]
+__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "animation", "flow_animation", "label_125",
+           "panels", "png_metadata", "smallest_text_pt", "use"]
 
 COLUMN_WIDTH = 6.6  # inches: the book's output area at DPI, less the tight bounding box's margin
 DPI = 100
@@ -338,3 +338,133 @@ def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     text = text.replace('<img id="_anim_img', f'<img alt="{html_escape.escape(alt.strip())}" '
                         f'data-mfattn-text-px="{text_px}" id="_anim_img', 1)
     return HTML(text)
+
+
+def label_125(axis) -> None:
+    """Label a logarithmic axis that spans little more than a decade at 1, 2 and 5 times each power
+    of ten, in scientific notation, and leave its minor ticks unlabelled (a narrow log range otherwise
+    shows one label or none). Used by chapter 04.
+
+    Parameters
+    ----------
+    axis : matplotlib.axis.Axis
+        ``ax.xaxis`` or ``ax.yaxis`` of an axes on a log scale.
+
+    Raises
+    ------
+    ValueError
+        If ``axis`` is not a matplotlib axis.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import label_125
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.loglog([1e-3, 4e-3], [1.0, 2.0])
+    >>> label_125(ax.xaxis)
+    >>> fig.canvas.draw()
+    >>> [round(float(v), 4) for v in ax.get_xticks() if 1e-3 <= v <= 4e-3]
+    [0.001, 0.002]
+    >>> plt.close(fig)
+    """
+    from matplotlib.axis import Axis
+    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+
+    if not isinstance(axis, Axis):
+        raise ValueError(f"axis: expected a matplotlib axis (ax.xaxis, ax.yaxis), got {type(axis).__name__}")
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(np.inf, np.inf)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def flow_animation(frames: dict, times, curves: dict, *, marks=None, mark_label: str = "", alt: str,
+                   interval: int = 150):
+    r"""A flow of heads, played (:func:`animation`): on the left the atoms of each frame, projected on
+    the plane in which the last frame's atoms and the ``marks`` together spread most (their two leading
+    principal directions), with the marks as stars; on the right the ``curves`` against ``times`` on
+    log-log axes (from the second record on), with a dot at the current time on each, and a clock.
+    Used by chapter 04.
+
+    Parameters
+    ----------
+    frames : dict of float to Tensor (N, d_omega)
+        The atoms at each frame's time, at least two frames.
+    times : array-like (R,)
+        The recording times of the curves, increasing from 0.
+    curves : dict of str to array-like (R,)
+        Positive curves by their legend labels.
+    marks : Tensor (M, d_omega), optional
+        Fixed points drawn as stars (a teacher's heads).
+    mark_label : str, optional
+        Their legend label.
+    alt : str
+        Text describing the animation (see :func:`animation`).
+    interval : int, optional
+        Milliseconds between frames; default 150.
+
+    Returns
+    -------
+    IPython.display.HTML
+        The player, with the frames inside.
+
+    Raises
+    ------
+    ValueError
+        If ``frames`` holds fewer than two frames, a curve's length differs from ``times``', or from
+        :func:`animation`.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> import torch
+    >>> from mfattn.companion.plotting import flow_animation
+    >>> g = torch.Generator().manual_seed(0)
+    >>> frames = {t: (1 + t) * torch.randn(5, 4, generator=g, dtype=torch.float64) for t in (0.0, 1.0, 2.0)}
+    >>> t = np.linspace(0.0, 2.0, 5)
+    >>> html = flow_animation(frames, t, {"risk": np.exp(-t)}, marks=torch.zeros(1, 4, dtype=torch.float64),
+    ...                       mark_label="origin", alt="five dots spreading out")
+    >>> html.data.count("data:image/png;base64,")
+    3
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    if not isinstance(frames, dict) or len(frames) < 2:
+        raise ValueError("frames: expected a dict of at least two frames, time -> (N, d_omega) tensor")
+    t = np.asarray(times, dtype=float)
+    if any(np.shape(c) != t.shape for c in curves.values()):
+        raise ValueError(f"curves: each curve must have the shape of times, {t.shape}")
+    ft = sorted(frames)
+    marks = marks if marks is not None else frames[ft[-1]][:0]
+    pts = torch.cat([frames[ft[-1]], marks])
+    _, _, V = torch.linalg.svd(pts - pts.mean(0), full_matrices=False)
+    proj = lambda W: ((W - pts.mean(0)) @ V[:2].T).numpy()  # noqa: E731
+    xy = [proj(frames[u]) for u in ft]
+    lim = 1.1 * max(np.abs(np.concatenate(xy)).max(), np.abs(proj(marks)).max(initial=0.0))
+    fig, ax = plt.subplots(1, 2, figsize=(COLUMN_WIDTH, 3.0), width_ratios=[1, 1.25])
+    if len(marks):
+        ax[0].scatter(*proj(marks).T, marker="*", s=140, color="C3", label=mark_label)
+    (atoms,) = ax[0].plot([], [], "o", ms=5, color="C0", alpha=0.7, mec="none", label="atoms of $\\rho_t$")
+    ax[0].set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="direction 1", ylabel="direction 2")
+    ax[0].legend(loc="lower left", fontsize=8)
+    dots = []
+    for k, (label, c) in enumerate(curves.items()):
+        c = np.asarray(c, dtype=float)
+        ax[1].loglog(t[1:], c[1:], color=f"C{k}", label=label)
+        dots.append((ax[1].plot([], [], "o", color=f"C{k}")[0], c))
+    ax[1].set(xlabel="t")
+    ax[1].legend(loc="lower left", fontsize=8)
+    clock = ax[0].set_title("")
+
+    def draw(i):
+        atoms.set_data(xy[i][:, 0], xy[i][:, 1])
+        j = int(np.argmin(np.abs(t - ft[i])))
+        for dot, c in dots:
+            dot.set_data([max(t[j], t[1])], [c[max(j, 1)]])
+        clock.set_text(f"t = {ft[i]:.4g}")
+
+    return animation(fig, draw, len(ft), interval=interval, alt=alt)
