@@ -527,29 +527,3 @@ def test_cluster_centres_and_angle_histograms_against_loops():
     assert angle_histograms(P, bins).tolist() == [e.tolist() for e in expect]
     with pytest.raises(ValueError, match="^X"):
         angle_histograms(P[..., :1], bins)
-
-
-def test_chapter06_sentences_read_their_measurements():
-    """The glued sentences: by_n_sentence's median is torch's (the lower of the two middle values), the
-    disagreement sentence counts every kind, and the masses sentence says grows only when it grows."""
-    from mfattn.analysis.clusters import Comparison, DescentMasses
-    from mfattn.companion.clusterbook import by_n_sentence, disagreement_sentence, masses_sentence
-
-    # lower medians 2, 3, 4 (the mean of the middle two would be 2.5, 2.5, ...: not growing)
-    by_n = {96: [1, 2, 3, 9], 200: [2, 3, 3, 3], 400: [0, 4, 5, 6]}
-    med = [float(torch.tensor(by_n[k]).float().median()) for k in sorted(by_n)]
-    assert med == [2.0, 3.0, 4.0]
-    assert by_n_sentence(by_n, 4, False).startswith("The count grows with $n$, and at the public code's $n=200$ the "
-                                                    "two agree")
-    assert by_n_sentence({96: [3], 200: [3], 400: [9]}, 9, True).startswith("The count changes with $n$, and at the "
-                                                                           "public code's $n=200$ the two still differ")
-    keys = [(("SA", "descent", "none"), 1.0), (("USA", "descent", "relu"), 1.0), (("USA", "ascent", "gelu"), 1.0),
-            (("SA", "ascent", "none"), 5.0), (("SA", "ascent", "gelu"), 5.0)]
-    cmp = Comparison({}, {}, dict.fromkeys(keys, False), [], {keys[2]}, dict.fromkeys(keys, True))
-    assert disagreement_sentence(cmp) == (
-        "Of the 5 disagreements, 1 lies in descent without a perceptron; 1 in ReLU descent, with tokens left in the "
-        "dead zone; 1 in an atomic setting where a run of either code hit the step cap; and 2 in an atomic setting "
-        "where both codes' runs met the stopping rule.")
-    assert "*grows*" not in masses_sentence(DescentMasses([], 0, [0.5, 0.5]), [1, 2])
-    with pytest.raises(ValueError, match="^masses"):
-        masses_sentence(DescentMasses([], 0, [0.5]), [1, 2])
