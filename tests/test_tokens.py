@@ -382,3 +382,148 @@ def test_fused_velocity_equals_the_torch_path(d, activation, monkeypatch):
     scale = v0.abs().amax((1, 2), keepdim=True)
     assert float(((v - v0).abs() / scale).max()) < 1e-13
     assert float(((E - E0) / E0).abs().max()) < 1e-13
+
+
+# ------------------------------------------------- chapter 06's experiments (mfattn.analysis.clusters)
+def _sweep(**kw):
+    from mfattn.analysis.clusters import TokenSweep
+
+    return TokenSweep(**({"n": 10, "betas": [1.0, 5.0], "dt": 0.1, "max_steps": 60, "seed": 3, "beta_show": 5.0}
+                         | kw))
+
+
+def test_settings_batch_runs_the_streams_draws_through_the_plain_engine():
+    """settings_batch against the engine called by hand: the tokens of stream ("tokens", d, k), one system
+    per setting and beta built with TokenSystem.grid, the perceptron drawn from ("perceptron", d); the same
+    final tokens, counts and stops, and the shown systems are those at beta_show."""
+    from mfattn.flows.seeds import stream
+
+    sw = _sweep(keep_at=(0, 20))
+    out = sw.settings_batch(2, "gelu", 0)
+    per = tk.Perceptron.sample(2, generator=stream(3, ("perceptron", 2)), activation="gelu")
+    X0 = tk.uniform_sphere(1, 10, 2, generator=stream(3, ("tokens", 2, 0)))
+    settings = [s for s in tk.SETTINGS if s[2] == "gelu"]
+    assert [tuple(s) for s in out["setting"]] == [s for s in settings for _ in (1.0, 5.0)]
+    for i, (mode, direction, _) in enumerate(settings):
+        one = tk.TokenSystem.grid([1.0, 5.0], sign=1 if direction == "ascent" else -1, normalized=mode == "SA",
+                                  mlp=True, perceptron=per)
+        run = tk.simulate(X0.expand(2, -1, -1).contiguous(), one, dt=0.1, max_steps=60, keep_at=(0, 20),
+                          progress=False)
+        assert out["count"][2 * i:2 * i + 2] == run.counts[-1].tolist()
+        assert out["stop_t"][2 * i:2 * i + 2] == (run.stop_step * 0.1).tolist()
+        assert out["kept"]["final"][i] == run.X[1].tolist() and out["kept"]["20"][i] == run.kept[20][1].tolist()
+    assert out["show"] == [1, 3, 5, 7] and all(out["beta"][i] == 5.0 for i in out["show"])
+    assert sw.settings_batch(2, "gelu", 1)["show"] == [] and sw.settings_batch(4, "relu", 0)["show"] == []
+
+
+def test_sweep_perceptron_from_gradient_form_vectors_and_refusals():
+    """A perceptron given as omega_m = s_m a_m (raw directions) comes back with unit directions and the
+    scales s_m; bad sizes are refused naming the argument."""
+    a = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)
+    s = torch.tensor([0.7, -1.3], dtype=torch.float64)
+    unit = a / a.norm(dim=1, keepdim=True)
+    given = {"3": {"directions": a.tolist(), "omega": (s[:, None] * unit).tolist()}}
+    p = _sweep(given=given).perceptron(3, "relu")
+    assert torch.allclose(p.directions, unit, atol=1e-15) and torch.allclose(p.scales, s, atol=1e-15)
+    for kw, name in ((dict(n=0), "n"), (dict(dt=-1.0), "dt"), (dict(betas=[1.0, 0.0]), "betas"),
+                     (dict(seed=-1), "seed")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            _sweep(**kw)
+
+
+def test_count_at_n_and_show_run_against_systems_run_alone():
+    """count_at_n batches one system per configuration: each count equals the anchored count of that
+    configuration run alone; show_run's first frame is the initial configuration and its last frame the
+    run's end."""
+    from mfattn.analysis.clusters import TokenSweep
+
+    sw = TokenSweep(n=10, betas=[1.0, 8.0], dt=0.1, max_steps=80, seed=1, beta_show=8.0)
+    out = sw.count_at_n(12, 3)
+    one = tk.TokenSystem.settings([("SA", "descent", "gelu")], [8.0], sw.perceptron(2, "gelu"))
+    for k in range(3):
+        run = tk.simulate(sw.tokens(2, k, 12), one, dt=0.1, max_steps=80, progress=False)
+        assert out["counts"][k] == int(tk.anchored_counts(run.X, run.threshold)[0])
+    settings = [("USA", "ascent", "none"), ("SA", "descent", "gelu")]
+    show = sw.show_run(settings, frames=6)
+    full = tk.simulate(sw.tokens(2, 0).expand(2, -1, -1).contiguous(),
+                       tk.TokenSystem.settings(settings, [8.0], sw.perceptron(2, "gelu")), dt=0.1, max_steps=80,
+                       progress=False)
+    assert show.steps[0] == 0 and show.steps[-1] == int(full.stop_step.max())
+    assert np.array_equal(show.frames[0], sw.tokens(2, 0).expand(2, -1, -1).numpy())
+    assert np.array_equal(show.frames[-1], full.X.numpy())
+
+
+def test_count_cells_spread_and_comparison_on_a_constructed_table():
+    """count_cells, seed_spread and compare_counts on rows whose answers are known: ranges, the * of a
+    capped run, the agreement within one cluster, and the kinds of the disagreements."""
+    from mfattn.analysis.clusters import compare_counts, count_cells, seed_spread
+
+    asc, dsc, relu = ("USA", "ascent", "gelu"), ("USA", "descent", "none"), ("SA", "descent", "relu")
+    counts = {(asc, 1.0): [2, 2], (asc, 5.0): [3, 6], (dsc, 1.0): [1, 1], (dsc, 5.0): [9, 12],
+              (relu, 1.0): [4, 7], (relu, 5.0): [5, 5]}
+    rows = [dict(d=2, setting=s, beta=b, count=c, converged=not (s == asc and b == 5.0 and c == 6))
+            for (s, b), cs in counts.items() for c in cs] + [dict(d=3, setting=asc, beta=1.0, count=40, converged=True)]
+    cells = count_cells(rows, [asc, dsc, relu], [1.0, 5.0])
+    assert [cells[k].text for k in counts] == ["2", "3-6*", "1", "9-12", "4-7", "5"]
+    spread = seed_spread(cells)
+    assert spread.by_setting == {asc: 3, dsc: 3, relu: 3} and (spread.converged, spread.capped) == (0, 3)
+    assert spread.relu_descent == 3
+    public = {"counts": {"USA ascent gelu": [4, 7, 0], "USA descent none": [3, 11, 0], "SA descent relu": [8, 5, 0]},
+              "capped": [["USA ascent gelu", 1.0]]}
+    cmp = compare_counts(cells, public, [1.0, 5.0, 9.0])
+    # agree iff min - 1 <= public <= max + 1
+    assert cmp.agree == {(asc, 1.0): False, (asc, 5.0): True, (dsc, 1.0): False, (dsc, 5.0): True,
+                         (relu, 1.0): True, (relu, 5.0): True}
+    assert cmp.both == [] and cmp.kinds() == {"diffuse": [(dsc, 1.0)], "relu": [], "capped": [(asc, 1.0)],
+                                              "converged": []}
+    with pytest.raises(ValueError, match="^rows"):
+        count_cells(rows, [asc], [2.0])
+
+
+def test_regime_test_and_descent_masses_against_plain_loops():
+    """regime_test's ratios and single clusters, and descent_masses, against loops written out."""
+    from mfattn.analysis.clusters import descent_masses, regime_test
+
+    g = np.random.default_rng(0)
+    reg = [dict(activation=a, arc=g.uniform(0.2, 1.0, 5).round(1).tolist(),
+                converged=(g.uniform(size=5) < 0.7).tolist()) for a in ("relu", "gelu", "relu")]
+    reg[1]["arc"][2], reg[1]["converged"][2], reg[2]["arc"][3], reg[2]["converged"][3] = 1.0, True, 1.0, False
+    bounds = {"relu": g.uniform(0.5, 1.5, 5), "gelu": g.uniform(0.5, 1.5, 5)}
+    ratios, singles = [], 0
+    for j in range(5):
+        for r in reg:
+            if r["converged"][j]:
+                singles += r["arc"][j] == 1.0
+                if bounds[r["activation"]][j] < 1:
+                    ratios.append(r["arc"][j] / bounds[r["activation"]][j])
+    assert regime_test(reg, bounds) == (ratios, singles) and len(ratios) > 2 and singles > 0
+    with pytest.raises(ValueError, match="^bounds"):
+        regime_test(reg, {"relu": bounds["relu"]})
+    rows = [dict(setting=s, beta=b, masses=sorted(g.dirichlet(np.ones(k)), reverse=True))
+            for s in tk.SETTINGS for b in (1.0, 5.0) for k in (1, 3)]
+    out = descent_masses(rows, [1.0, 5.0])
+    desc = [r for r in rows if r["setting"][1] == "descent" and r["setting"][2] != "none"]
+    assert out.systems == desc and out.single == sum(len(r["masses"]) == 1 for r in desc) == 8
+    assert out.by_beta == [max(r["masses"][0] for r in desc if r["beta"] == b) for b in (1.0, 5.0)] == [1.0, 1.0]
+
+
+def test_cluster_centres_and_angle_histograms_against_loops():
+    """cluster_centres against the mean of each cluster's tokens taken one cluster at a time;
+    angle_histograms against numpy.histogram system by system on the angles."""
+    from mfattn.analysis.clusters import angle_histograms, cluster_centres
+
+    g = torch.Generator().manual_seed(5)
+    X = tk.uniform_sphere(1, 40, 3, generator=g)[0]
+    masses, centres = cluster_centres(X.numpy(), 0.4)
+    labels = tk.cluster_labels(X[None], 0.4)[0][0]
+    assert masses.tolist() == (np.bincount(labels.numpy()) / 40).tolist() and abs(masses.sum() - 1) < 1e-12
+    for k in range(len(masses)):
+        c = X[labels == k].mean(0)
+        assert np.allclose(centres[k], (c / c.norm()).numpy(), atol=1e-14)
+    P = tk.uniform_sphere(3, 25, 2, generator=g).numpy()
+    bins = np.linspace(-np.pi, np.pi, 13)
+    expect = [np.bincount(np.minimum(np.digitize(np.arctan2(p[:, 1], p[:, 0]), bins) - 1, 11), minlength=12)
+              for p in P]
+    assert angle_histograms(P, bins).tolist() == [e.tolist() for e in expect]
+    with pytest.raises(ValueError, match="^X"):
+        angle_histograms(P[..., :1], bins)

@@ -51,7 +51,7 @@ LAYOUT = {
     "models": ("particles", "model", "fused", "fused_cuda", "data", "softmax", "activations", "twolayer", "linear", "tokens", "baseline",
                "distributed", "tasks"),
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
-    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling", "chaos"),
+    "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling", "chaos", "clusters"),
     "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate", "shard",
                   "checkhtml", "sweep", "plotting", "bench", "roofline", "disk"),
 }
