@@ -15,7 +15,7 @@ MODULES = ["models.model", "models.data", "models.softmax", "models.activations"
            "analysis.chaos", "companion.sweep", "analysis.static", "analysis.stability", "models.tasks",
            "models.tokens", "models.twolayer", "models.distributed", "companion.shard", "companion.book",
            "companion.evidence", "companion.chapters", "companion.plotting", "models.fused", "models.fused_cuda",
-           "companion.replicate", "companion.verdicts", "companion.render", "companion.stabilitybook"]
+           "companion.replicate", "companion.verdicts", "companion.render"]
 
 
 def public_callables():

@@ -541,29 +541,3 @@ def test_run_perturbations_equals_the_direct_runs_and_reads_them_back(task, star
         run_perturbations(m, data, specs, tmp_path, key={"size": 1}, progress=False)
     with pytest.raises(ValueError, match="specs"):
         run_perturbations(m, data, {"x": (1, 2)}, tmp_path, key={}, progress=False)
-
-
-def test_chapter_05_sentences_take_the_branch_the_numbers_say():
-    from mfattn.analysis.stability import LiftedSpectrum, RateComparison
-    from mfattn.companion import stabilitybook as sb
-
-    settled = sb.toy_run([0, 1, 2, 3, 4], [0.1] * 5, risk=[1.4, 1.0, 0.6, 0.5, 0.5])
-    moving = sb.toy_run([0, 1, 2, 3, 4], [0.1] * 5, risk=[1.4, 1.2, 1.0, 0.8, 0.6])
-    assert "has settled" in sb.escape_sentence(settled, 0.4) and "still moving: by 2.0e-01" in sb.escape_sentence(moving, 0.4)
-    assert "or below it" in sb.escape_sentence(settled, 0.6)
-    assert sb.pairs_sentence([0.1, 0.2]).startswith("None of the 2 random pairs")
-    assert "misses on some run by 1.50 times" in sb.equality_sentence(1.5)
-    # the relative error against H_tr halves (factor 2) or not (factor 1)
-    half = sb.saddle_rates_sentence(RateComparison(1.02, 1.0, 1.5), RateComparison(1.01, 1.0, 1.5))
-    same = sb.saddle_rates_sentence(RateComparison(1.02, 1.0, 1.5), RateComparison(1.02, 1.0, 1.5))
-    assert "halves with" in half and "changes by a factor 1.0" in same
-    lift = sb.lift_sentence(LiftedSpectrum(torch.tensor([0.1, 0.5]), 1e-6, 0.5, 0.5))
-    assert "differs from the spectrum that (49) gives by a relative 2.0e-06" in lift and "lowest eigenvalue is 1.0" in lift
-    neg = sb.kappa_negative_sentence(sb.toy_run([0, 1, 2], [0.1, 0.05, 0.02], kappa=[1, 1, 1]),
-                                     sb.toy_run([0, 1, 2], [0.1, 0.2, 0.3], kappa=[1, 1, -1]))
-    assert "the split, $\\kappa$ stays nonnegative" in neg and "from $t=2$" in neg and "$W_2$ goes from" in neg
-    assert "shorter than the horizon $T=200$" in sb.slow_mode_sentence(1.0, 0.1, 200.0)
-    for f, arg, name in ((sb.escape_sentence, ([1.0],), "run"), (sb.pairs_sentence, ([],), "quotients"),
-                         (sb.slow_mode_sentence, (0.0, 1.0, 1.0), "zeta"), (sb.lift_sentence, (None,), "lift")):
-        with pytest.raises(ValueError, match=name):
-            f(*arg, *([0.4] if f is sb.escape_sentence else []))

@@ -53,7 +53,7 @@ LAYOUT = {
     "flows": ("integrate", "dynamics", "optimizers", "seeds"),
     "analysis": ("static", "stability", "longtime", "smoothness", "fitting", "transport", "scaling", "chaos"),
     "companion": ("book", "verdicts", "render", "chapters", "runner", "cli", "evidence", "results", "replicate", "shard",
-                  "checkhtml", "sweep", "plotting", "bench", "roofline", "disk", "stabilitybook"),
+                  "checkhtml", "sweep", "plotting", "bench", "roofline", "disk"),
 }
 #: Module name -> its path below ``mfattn`` (``"dynamics"`` -> ``"flows.dynamics"``); a table only: a module is
 #: imported by its path.
