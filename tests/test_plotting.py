@@ -178,3 +178,20 @@ def test_label_125_labels_one_two_and_five_times_each_power():
     plt.close(fig)
     with pytest.raises(ValueError, match="axis"):
         plotting.label_125(ax)
+
+
+def test_spectrum_panel_draws_both_spectra_centred_with_every_other_decade_labelled():
+    fig, ax = plotting.panels(1)
+    whole, part = [-2e-3, 0.0, 0.0, 0.5, 30.0], [-2e-3, 0.5, 30.0]
+    plotting.spectrum_panel(ax, whole, part, linthresh=1e-4, title="H", labels=("a", "b"))
+    circles, crosses = ax.get_lines()[:2]
+    assert list(circles.get_xdata()) == [0, 1, 2, 3, 4] and list(circles.get_ydata()) == whole
+    assert list(crosses.get_xdata()) == [1.0, 2.0, 3.0] and list(crosses.get_ydata()) == part  # centred: (5 - 3) / 2
+    assert ax.get_yscale() == "symlog" and ax.get_ylim() == (3 * -2e-3, 3 * 30.0)
+    # decades from 10^floor(log10 90) = 10 down by two: 10, 0.1, 1e-3 (then 1e-5, inside the linear range)
+    assert [float(y) for y in ax.get_yticks()] == [-1e-3, 0.0, 1e-3, 0.1, 10.0]
+    with pytest.raises(ValueError, match="linthresh"):
+        plotting.spectrum_panel(ax, whole, part, linthresh=0.0, title="H")
+    with pytest.raises(ValueError, match="part"):
+        plotting.spectrum_panel(ax, part, whole, linthresh=1e-4, title="H")
+    plt.close(fig)

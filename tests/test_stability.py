@@ -366,3 +366,178 @@ def test_inertia_is_kept_by_a_congruence_and_lowest_direction_spans_the_lowest_e
     assert abs(low + 2.0) < 1e-12 and abs(float(u.norm()) - 1) < 1e-12
     assert abs(float(u @ H @ u) + 2.0) < 1e-12
     assert float((Q[:, 2:].T @ u).abs().max()) < 1e-12
+
+
+# ------------------------------------------------------------ what chapter 05 measures with them
+def _toy(times, w2, kappa=None):
+    t = np.asarray(times, dtype=np.float64)
+    k = np.zeros_like(t) if kappa is None else np.asarray(kappa, dtype=np.float64)
+    return st.PerturbationRun(t, np.ones_like(t), t.copy(), torch.zeros(len(t), 1, 1, dtype=torch.float64),
+                              np.zeros_like(t), np.asarray(w2, dtype=np.float64), np.zeros_like(t), k, np.zeros_like(t))
+
+
+def test_compare_rate_on_a_run_whose_w2_squared_is_a_known_quadratic():
+    t = np.linspace(0.0, 0.006, 7)
+    run = _toy(t, np.sqrt(0.01 + 3e-4 * t - 2e-3 * t ** 2))  # d/dt W2^2 at 0 = 3e-4
+    H = torch.diag(torch.tensor([-1.5, 2.0], dtype=torch.float64))
+    H_ctl = torch.diag(torch.tensor([0.5, 2.0], dtype=torch.float64))
+    v = torch.tensor([2.0, 0.0], dtype=torch.float64)
+    r = st.compare_rate(run, v, 0.1, H, control=H_ctl, zeta0=0.5)
+    assert math.isclose(r.measured, 3e-4, rel_tol=1e-9)
+    assert math.isclose(r.predicted, -4 * 0.5 * 0.01 * -1.5, rel_tol=1e-14)  # -4 zeta eps^2 u'Hu, u = e_1
+    assert math.isclose(r.control, -4 * 0.5 * 0.01 * 0.5, rel_tol=1e-14)
+    assert math.isclose(r.relative, 3e-4 / 0.03 - 1, rel_tol=1e-9)
+    assert math.isclose(r.control_relative, 3e-4 / -0.01 - 1, rel_tol=1e-9)
+    assert math.isnan(st.compare_rate(run, v, 0.1, H).control)
+    with pytest.raises(ValueError, match="run"):
+        st.compare_rate({"w2": run.w2}, v, 0.1, H)
+    with pytest.raises(ValueError, match="dt"):
+        st.Perturbation.for_rate(torch.zeros(1, 2), torch.zeros(2), 0.1, dt=0.0)
+
+
+def test_gronwall_deviation_is_the_trapezoid_error_of_a_quadratic_kappa():
+    """kappa = t^2, zeta = 1: W2 = W2(0) exp(-2 t^3 / 3) exactly, and the trapezoid rule with step h gives
+    t^3 / 3 + h^2 t / 6, so the deviation is h^2 T / 3 on the grid and h^2 T against the half grid."""
+    h, T = 0.1, 1.0
+    t = np.linspace(0.0, T, 11)
+    run = _toy(t, 0.05 * np.exp(-2 * t ** 3 / 3), kappa=t ** 2)
+    dev, dev_half = run.gronwall_deviation()
+    assert math.isclose(dev, h ** 2 * T / 3, rel_tol=1e-9)
+    assert math.isclose(dev_half, h ** 2 * T, rel_tol=1e-9)
+
+
+def test_zero_saddle_is_stationary_for_random_measures_and_matches_the_closed_form(task):
+    m, data = task.model, task.data
+    z = st.zero_saddle(m, data, generators=[torch.Generator().manual_seed(k) for k in range(3)], n_heads=5)
+    assert z.max_grad == 0.0  # exact: every term of (13) carries W_V, W_O or W_V W_O
+    assert z.spectrum_error < 1e-13
+    assert math.isclose(z.scale, float(z.closed_form.sigma[0]), rel_tol=1e-12)  # the spectrum is +-sigma(C)
+    assert int((z.eigenvalues.abs() < 1e-12).sum()) >= 2 * m.d_x * m.d_k
+    for kw, name in (({"generators": []}, "generators"), ({"generators": [1]}, "generator"),
+                     ({"generators": [torch.Generator()], "n_heads": 0}, "n_heads")):
+        with pytest.raises(ValueError, match=name):
+            st.zero_saddle(m, data, **kw)
+
+
+def test_symmetry_residuals_vanish_at_a_minimiser_and_not_away_from_one(task, star):
+    m = task.model
+    s = st.symmetry_residuals(m, star)
+    assert s.generator_residual < 1e-10 and s.dilation_residual < 1e-10
+    kk = m.d_x * m.d_k
+    assert s.vo_diagonal <= 1e-12 * float(star.H0.abs().max())  # Phi is linear in W_V and in W_O
+    # the (W_V, W_O) compression of H0 is [[0, B], [B', 0]]: its top eigenvalue is sigma_1(B)
+    assert math.isclose(float(torch.linalg.eigvalsh(star.H0[2 * kk:, 2 * kk:])[-1]), s.sigma_B, rel_tol=1e-10)
+    scale = max(abs(x) for x in star.eig_H0.tolist())
+    assert s.n_negative == sum(1 for x in star.eig_H0_perp.tolist() if x < -1e-9 * scale) >= 1
+    away = st.analyse_dirac(m, task.data, rand_heads(m, 1, 21)[0])
+    assert st.symmetry_residuals(m, away).generator_residual > 1e-6  # not stationary: the orbit is not null
+    with pytest.raises(ValueError, match="point"):
+        st.symmetry_residuals(m, star.H0)
+
+
+def test_random_group_element_keeps_the_features_and_the_inertia(task, star):
+    m, data = task.model, task.data
+    G, M = st.random_group_element(m, generator=torch.Generator().manual_seed(7))
+    G2, _ = st.random_group_element(m, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(G, G2) and not torch.equal(G, M) and G.shape == (m.d_k, m.d_k)
+    moved = st.group_action(m, star.omega, G, M)
+    assert torch.allclose(m.features(data.X, moved[None]), m.features(data.X, star.omega[None]), atol=1e-12)
+    D2 = st.analyse_dirac(m, data, moved)
+    for a, b in ((star.eig_H0, D2.eig_H0), (star.eig_H_tr, D2.eig_H_tr)):
+        in_a, in_b = st.common_inertia(a, b)
+        sc = max(abs(x) for x in a.tolist() + b.tolist())
+        loop = tuple(sum(1 for x in a.tolist() if f(x)) for f in
+                     (lambda x: x < -1e-9 * sc, lambda x: abs(x) <= 1e-9 * sc, lambda x: x > 1e-9 * sc))
+        assert in_a == loop == in_b  # Sylvester's law, and a plain count
+    with pytest.raises(ValueError, match="a"):
+        st.common_inertia(torch.zeros(3), torch.zeros(3))
+
+
+def test_translation_directions_are_an_eigenvector_a_projection_and_a_tangent(task, star):
+    d = st.translation_directions(task.model, star, generator=torch.Generator().manual_seed(8))
+    Qc, Qt = star.tangent.complement, star.tangent.basis
+    P = Qc.T @ Qc  # the projector on the orbit's complement
+    assert abs(float(d.eigenvector.norm()) - 1) < 1e-12 and float((Qt @ d.eigenvector).norm()) < 1e-12
+    assert torch.allclose(P @ star.H_tr @ P @ d.eigenvector, d.eigenvalue * d.eigenvector, atol=1e-12)
+    perp = st.spectrum(star.H_tr, Qc)
+    assert math.isclose(d.eigenvalue, float(perp[perp.numel() // 2]), rel_tol=1e-9)
+    assert torch.allclose(P @ d.random, d.random, atol=1e-12) and float((Qt @ d.random).norm()) < 1e-12
+    assert float((Qc @ d.tangent).norm()) < 1e-12 and abs(float(d.tangent.norm()) - 1) < 1e-12
+
+
+def test_saddle_direction_meets_its_defining_identities(task, uniform):
+    """v'H_tr v = lambda_QK / 2 by the choice of c; v'H0 v = c^2 lambda_QK + s^2 u'H0 u because J vanishes on
+    the (W_Q, W_K) block (H_tr = H0 there) and the cross blocks vanish."""
+    Du = st.analyse_dirac(task.model, task.data, uniform)
+    sd = st.saddle_direction(task.model, Du, generator_qk=torch.Generator().manual_seed(1),
+                             generator_vo=torch.Generator().manual_seed(2))
+    assert math.isclose(sd.lam_qk, float(torch.linalg.eigvalsh(Du.H_tr)[0]), rel_tol=1e-10) and sd.lam_qk < 0
+    assert math.isclose(float(sd.v @ Du.H_tr @ sd.v), sd.lam_qk / 2, rel_tol=1e-9)
+    assert math.isclose(float(sd.v @ Du.H0 @ sd.v), sd.c ** 2 * sd.lam_qk + sd.s ** 2 * sd.mu_0, rel_tol=1e-9)
+    assert abs(float(sd.v.norm()) - 1) < 1e-12 and abs(sd.qk_weight - 1) < 1e-12 and sd.jsj_qk < 1e-12
+    with pytest.raises(ValueError, match="point"):
+        st.saddle_direction(task.model, st.analyse_dirac(task.model, task.data, torch.zeros_like(uniform)),
+                            generator_qk=torch.Generator(), generator_vo=torch.Generator())
+
+
+def test_linearised_flow_against_a_plain_loop_and_a_diagonal_closed_form():
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(5, 5, generator=g, dtype=torch.float64)
+    H, v, times = 0.3 * (A + A.T), torch.randn(5, generator=g, dtype=torch.float64), np.linspace(0.0, 4.0, 9)
+    norm, rate = st.linearised_flow(H, v, times, zeta0=0.7)
+    for j, t in enumerate(times):
+        x = torch.linalg.matrix_exp(-2 * 0.7 * t * H) @ v
+        assert math.isclose(norm[j], float(x.norm()), rel_tol=1e-12)
+        assert math.isclose(rate[j], float(-4 * 0.7 * (x @ H @ x) / (x @ x)), rel_tol=1e-10, abs_tol=1e-14)
+    lam = torch.tensor([-1.0, 0.5], dtype=torch.float64)
+    n2, r2 = st.linearised_flow(torch.diag(lam), torch.tensor([1.0, 1.0], dtype=torch.float64), [1.0])
+    assert math.isclose(n2[0], math.sqrt(math.exp(4.0) + math.exp(-2.0)), rel_tol=1e-12)
+    with pytest.raises(ValueError, match="v"):
+        st.linearised_flow(H, v[:3], times)
+
+
+def test_lifted_spectrum_is_formula_49_and_not_without_its_interaction_term(task, star):
+    ls = st.lifted_spectrum(task.model, task.data, star)
+    assert ls.error < 1e-10 * ls.scale and ls.error_without_interaction > 1e-3 * ls.scale
+    assert math.isclose(float(ls.eigenvalues[0]), float(star.eig_H0[0]), rel_tol=1e-9)  # lambda_min(H0) < 0
+    assert st.lifted_spectrum(task.model, task.data, star, n=3).error < 1e-10 * ls.scale
+    with pytest.raises(ValueError, match="n"):
+        st.lifted_spectrum(task.model, task.data, star, n=1)
+
+
+def test_lipschitz_in_measure_tends_to_the_norm_of_E_JSJ_at_rate_eps(task, star):
+    errs = []
+    for eps in (1e-2, 5e-3):
+        gamma, norm = st.lipschitz_in_measure(task.model, task.data, star, eps)
+        assert math.isclose(norm, float(torch.linalg.matrix_norm(star.H_tr - star.H0, 2)), rel_tol=1e-10)
+        errs.append(abs(gamma / norm - 1))
+    assert errs[0] < 0.05 and 1.6 < errs[0] / errs[1] < 2.4  # O(eps): halves with eps
+    with pytest.raises(ValueError, match="eps"):
+        st.lipschitz_in_measure(task.model, task.data, star, 0.0)
+
+
+def test_run_perturbations_equals_the_direct_runs_and_reads_them_back(task, star, tmp_path, monkeypatch):
+    from mfattn.companion.sweep import run_perturbations
+
+    m, data, w = task.model, task.data, star.omega
+    v = star.tangent.complement[0]
+    specs = {"t": st.Perturbation.for_rate(st.translate(m, w, v, 0.01), w, 0.01, 1e-3),
+             "s": st.Perturbation(st.split(m, w, v, 0.05), w, 1.0, 0.25, 0.5, True, 0.05)}
+    runs = run_perturbations(m, data, specs, tmp_path, key={"seed": 0}, zeta=Constant(0.5), progress=False)
+    for name, p in specs.items():
+        direct = st.perturbation_run(m, data, p.heads0, p.centre, T=p.T, step=p.step, record_every=p.record_every,
+                                     zeta=Constant(0.5), orbit=p.orbit)
+        assert torch.equal(runs[name].heads, direct.heads)
+        assert all(np.array_equal(getattr(runs[name], f), getattr(direct, f), equal_nan=True)
+                   for f in direct._fields if f != "heads")
+
+    def refuse(*a, **k):
+        raise AssertionError("recomputed a finished run")
+
+    monkeypatch.setattr(st, "perturbation_run", refuse)
+    again = run_perturbations(m, data, specs, tmp_path, key={"seed": 0}, zeta=Constant(0.5), progress=False)
+    assert np.array_equal(again["s"].w2, runs["s"].w2)
+    with pytest.raises(ValueError, match="key"):
+        run_perturbations(m, data, specs, tmp_path, key={"size": 1}, progress=False)
+    with pytest.raises(ValueError, match="specs"):
+        run_perturbations(m, data, {"x": (1, 2)}, tmp_path, key={}, progress=False)

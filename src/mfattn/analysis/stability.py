@@ -24,7 +24,12 @@ eigenvalues are not. This module computes what chapter 05 measures:
   flow (21), with the W2 distance to :math:`\delta_{\omega_*}`, the distance to the orbit and the
   strong-monotonicity ratio of (45) (:func:`perturbation_run`);
 * the initial growth rates of Theorem 7.8 and of the symmetric split
-  (:func:`predicted_rate`, :func:`initial_rate`).
+  (:func:`predicted_rate`, :func:`initial_rate`, :func:`compare_rate`);
+* what chapter 05 measures with them: the saddle ``0`` against autograd (:func:`zero_saddle`), the
+  symmetry's residuals (:func:`symmetry_residuals`), the directions of translation
+  (:func:`translation_directions`) and of the uniform-attention saddle (:func:`saddle_direction`),
+  the linearised flow (:func:`linearised_flow`), formula (49) at a Dirac lift
+  (:func:`lifted_spectrum`) and Remark 7.2's Lipschitz constant (:func:`lipschitz_in_measure`).
 """
 
 from __future__ import annotations
@@ -42,19 +47,31 @@ from ..models.model import HeadModel, require_heads
 
 __all__ = [
     "DiracPoint",
+    "DiracSymmetry",
+    "LiftedSpectrum",
     "OrbitTangent",
+    "Perturbation",
     "PerturbationRun",
+    "RateComparison",
+    "SaddleDirection",
+    "TranslationDirections",
     "ZeroHessian",
+    "ZeroSaddle",
     "analyse_dirac",
     "canonical_point",
     "canonical_sign",
     "cloud",
+    "common_inertia",
+    "compare_rate",
     "dilation_direction",
     "group_action",
     "inertia",
     "initial_rate",
     "lifted_hessian",
     "lifted_monotonicity",
+    "lifted_spectrum",
+    "linearised_flow",
+    "lipschitz_in_measure",
     "lowest_direction",
     "monotonicity_ratio",
     "named_tangent",
@@ -63,12 +80,17 @@ __all__ = [
     "orbit_tangent",
     "perturbation_run",
     "predicted_rate",
+    "random_group_element",
+    "saddle_direction",
     "single_head_minimum",
     "spectrum",
     "split",
+    "symmetry_residuals",
     "translate",
+    "translation_directions",
     "uniform_attention_point",
     "zero_hessian",
+    "zero_saddle",
 ]
 
 
@@ -1516,6 +1538,33 @@ class PerturbationRun(NamedTuple):
         return self.w2[0] * np.exp(-2.0 * kmin * self.zeta_integral)
 
 
+    def gronwall_deviation(self) -> tuple[float, float]:
+        r"""How far the run is from the equality form of (46), and the quadrature error's estimate:
+        ``max |log W2 - log gronwall(1)|`` and ``max |log gronwall(1) - log gronwall(2)|`` (on every
+        second recording). Richardson: for a smooth path the first is a third of the second.
+
+        Returns
+        -------
+        (float, float)
+            The largest deviation on the recording grid and its change from the half grid.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.models.tasks import example
+        >>> from mfattn.analysis.stability import perturbation_run, translate, zero_hessian
+        >>> model, data, _, _ = example()
+        >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+        >>> heads0 = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+        >>> run = perturbation_run(model, data, heads0, zero, T=0.2, step=0.05, record_every=0.05, orbit=False)
+        >>> dev, dev_half = run.gronwall_deviation()
+        >>> dev < dev_half < 1e-4
+        True
+        """
+        _, g1 = self.gronwall(1)
+        _, g2 = self.gronwall(2)
+        return float(np.max(np.abs(np.log(g1 / self.w2)))), float(np.max(np.abs(np.log(g1[::2] / g2))))
+
 def perturbation_run(model: HeadModel, data: Dataset, heads0: torch.Tensor, omega_star: torch.Tensor, *,
                      T: float, step: float, record_every: float, zeta=1.0, orbit: bool = True,
                      progress: bool = False) -> PerturbationRun:
@@ -1680,3 +1729,832 @@ def initial_rate(times, values, *, points: int = 5) -> float:
         raise ValueError(f"points: expected an integer in [3, {len(t)}], got {points!r}")
     c = np.polyfit(t[:points] - t[0], y[:points], 2)
     return float(c[1])
+
+
+class Perturbation(NamedTuple):
+    r"""A perturbed start and the run of the reference flow (21) to make from it: the arguments of
+    :func:`perturbation_run` with the size of the perturbation (chapter 05 keys its saved runs by it).
+
+    A named tuple with the fields below.
+
+    Parameters
+    ----------
+    heads0 : Tensor (N, d_omega)
+        The initial heads (:func:`translate`, :func:`split`, :func:`cloud`).
+    centre : Tensor (d_omega,)
+        The Dirac stationary point the distances are measured to.
+    T : float
+        The horizon.
+    step : float
+        The integrator's step.
+    record_every : float
+        The interval between recordings.
+    orbit : bool
+        Whether to measure the distance to the orbit.
+    size : float
+        The size of the perturbation (:math:`\varepsilon` or the radius of a cloud).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.stability import Perturbation
+    >>> zero = torch.zeros(24, dtype=torch.float64)
+    >>> p = Perturbation.for_rate(zero[None] + 0.01, zero, 0.01, dt=1e-3)
+    >>> p.T, p.step, p.record_every, p.orbit
+    (0.006, 0.001, 0.001, False)
+    """
+
+    heads0: torch.Tensor
+    centre: torch.Tensor
+    T: float
+    step: float
+    record_every: float
+    orbit: bool
+    size: float
+
+    @classmethod
+    def for_rate(cls, heads0: torch.Tensor, centre: torch.Tensor, size: float, dt: float) -> "Perturbation":
+        """The short run from which :func:`compare_rate` fits the initial rate of
+        :math:`W_2^2(\\rho_t,\\delta_{\\mathrm{centre}})`: six steps of ``dt``, each recorded, no orbit distance.
+
+        Parameters
+        ----------
+        heads0 : Tensor (N, d_omega)
+            The initial heads.
+        centre : Tensor (d_omega,)
+            The Dirac stationary point.
+        size : float
+            The size of the perturbation.
+        dt : float
+            The step and recording interval, > 0.
+
+        Returns
+        -------
+        Perturbation
+            ``(heads0, centre, 6 dt, dt, dt, False, size)``.
+
+        Raises
+        ------
+        ValueError
+            If ``dt`` is not positive.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.analysis.stability import Perturbation
+        >>> zero = torch.zeros(24, dtype=torch.float64)
+        >>> Perturbation.for_rate(zero[None], zero, 0.1, dt=0.5).T
+        3.0
+        """
+        check_positive(dt, "dt")
+        return cls(heads0, centre, 6 * dt, dt, dt, False, size)
+
+
+class RateComparison(NamedTuple):
+    r"""The initial rate of :math:`W_2^2(\rho_t,\delta_{\omega_*})` measured on a run, against the
+    prediction from one Hessian and from a control Hessian (:func:`compare_rate`).
+
+    A named tuple with the fields below; ``relative`` and ``control_relative`` are
+    ``measured / predicted - 1`` and ``measured / control - 1``.
+
+    Parameters
+    ----------
+    measured : float
+        The fitted :math:`\frac{d}{dt}W_2^2` at ``t = 0`` (:func:`initial_rate`).
+    predicted : float
+        :func:`predicted_rate` with the Hessian under test.
+    control : float
+        :func:`predicted_rate` with the control Hessian (NaN without one).
+
+    Examples
+    --------
+    >>> from mfattn.analysis.stability import RateComparison
+    >>> r = RateComparison(1.01, 1.0, 2.0)
+    >>> round(r.relative, 6), round(r.control_relative, 6)
+    (0.01, -0.495)
+    """
+
+    measured: float
+    predicted: float
+    control: float
+
+    @property
+    def relative(self) -> float:
+        """``measured / predicted - 1``."""
+        return self.measured / self.predicted - 1
+
+    @property
+    def control_relative(self) -> float:
+        """``measured / control - 1``."""
+        return self.measured / self.control - 1
+
+
+def compare_rate(run: PerturbationRun, v: torch.Tensor, eps: float, H: torch.Tensor, *,
+                 control: torch.Tensor | None = None, zeta0: float = 1.0, points: int = 5) -> RateComparison:
+    r"""The initial rate of :math:`W_2^2(\rho_t,\delta_{\omega_*})` on ``run`` (a quadratic fit through its
+    first ``points`` recordings, :func:`initial_rate`) against ``-4 zeta0 eps^2 v^T H v``
+    (:func:`predicted_rate`), and against the same with a control Hessian: Theorem 7.8's rate with
+    ``H = H_tr`` (59), the split's with ``H = H0`` (50), each the other's control.
+
+    Parameters
+    ----------
+    run : PerturbationRun
+        The run from the perturbed start (e.g. :meth:`Perturbation.for_rate`).
+    v : Tensor (d_omega,)
+        The direction of the perturbation.
+    eps : float
+        Its size, > 0.
+    H : Tensor (d_omega, d_omega)
+        The Hessian under test.
+    control : Tensor (d_omega, d_omega) or None
+        The control Hessian; ``None`` for none.
+    zeta0 : float, default 1.0
+        The learning rate at ``t = 0``.
+    points : int, default 5
+        The recordings fitted.
+
+    Returns
+    -------
+    RateComparison
+        The measured rate, the prediction and the control's prediction.
+
+    Raises
+    ------
+    ValueError
+        If ``run`` is not a :class:`PerturbationRun`, or as :func:`predicted_rate` and
+        :func:`initial_rate` raise.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from mfattn.analysis.stability import PerturbationRun, compare_rate
+    >>> t = np.linspace(0.0, 0.4, 5)
+    >>> w2 = np.sqrt(0.01 + 0.04 * t)  # d/dt W2^2 = 0.04
+    >>> nan = np.full(5, np.nan)
+    >>> run = PerturbationRun(t, nan, nan, torch.zeros(5, 1, 2), nan, w2, nan, nan, nan)
+    >>> H, H_ctl = torch.diag(torch.tensor([-1.0, 1.0])), torch.eye(2)
+    >>> r = compare_rate(run, torch.tensor([1.0, 0.0]), 0.1, H, control=H_ctl)
+    >>> round(r.relative, 9), round(r.control_relative, 9)  # -4 eps^2 (-1) = 0.04; the control -0.04
+    (0.0, -2.0)
+    """
+    if not isinstance(run, PerturbationRun):
+        raise ValueError(f"run: expected a PerturbationRun, got {type(run).__name__}")
+    measured = initial_rate(run.times, run.w2 ** 2, points=points)
+    ctl = math.nan if control is None else predicted_rate(control, v, eps, zeta0)
+    return RateComparison(measured, predicted_rate(H, v, eps, zeta0), ctl)
+
+
+# --------------------------------------------------------------- what chapter 05 measures
+class ZeroSaddle(NamedTuple):
+    r"""The saddle ``omega = 0``: its closed-form Hessian against autograd, and its stationarity for
+    random measures (:func:`zero_saddle`).
+
+    A named tuple with the fields below.
+
+    Parameters
+    ----------
+    closed_form : ZeroHessian
+        :func:`zero_hessian` at :math:`\delta_0`: ``C``, its singular values, the spectrum
+        :math:`\pm\sigma_m(C)` (each ``d_k`` times, with ``2 d_x d_k`` zeros) and ``v_min``.
+    H_tr : Tensor (d_omega, d_omega)
+        :math:`H_{tr}(0)` (59), from the engine's autograd; equal to :math:`H_0(0)` since :math:`\psi(X;0)=0`.
+    eigenvalues : Tensor (d_omega,)
+        Its eigenvalues, ascending.
+    spectrum_error : float
+        ``max |eigenvalues - closed_form.eigenvalues|``.
+    scale : float
+        ``max |eigenvalues|``, the size the error is measured against.
+    max_grad : float
+        :math:`\max|\nabla\Phi(0;\rho)|` over the random measures ``rho`` (zero: every term of (13)
+        carries a factor ``W_V``, ``W_O`` or ``W_V W_O``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import zero_saddle
+    >>> model, data, _, _ = example()
+    >>> z = zero_saddle(model, data, generators=[torch.Generator().manual_seed(k) for k in range(2)])
+    >>> z.max_grad, z.spectrum_error < 1e-12 * z.scale
+    (0.0, True)
+    """
+
+    closed_form: ZeroHessian
+    H_tr: torch.Tensor  # (d_omega, d_omega) autograd H_tr(0) = H0(0)
+    eigenvalues: torch.Tensor  # (d_omega,) its spectrum, ascending
+    spectrum_error: float  # max |autograd - closed form|
+    scale: float  # max |eigenvalue|
+    max_grad: float  # max |grad Phi(0; rho)| over the random measures
+
+
+def zero_saddle(model: HeadModel, data: Dataset, *, generators, n_heads: int = 8, scale: float = 0.7) -> ZeroSaddle:
+    r"""The closed form of :math:`H_{tr}(0)=H_0(0)` (:func:`zero_hessian`) against the engine's autograd
+    Hessian (59), and :math:`\nabla\Phi(0;\rho)` (13) for one random measure ``rho`` per generator.
+
+    Each measure has ``n_heads`` heads with independent :math:`N(0,\mathrm{scale}^2)` entries, drawn in
+    float64 on the CPU from its generator (chapter 05 passes one named stream per measure).
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    generators : sequence of torch.Generator
+        One per random measure, at least one.
+    n_heads : int, default 8
+        Heads of each random measure.
+    scale : float, default 0.7
+        Standard deviation of their entries.
+
+    Returns
+    -------
+    ZeroSaddle
+        The closed form, the autograd Hessian and spectrum, their largest difference, the spectrum's
+        scale and the largest gradient entry over the measures.
+
+    Raises
+    ------
+    ValueError
+        If ``generators`` is empty or holds something else than generators, or ``n_heads`` or ``scale``
+        is not positive.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import zero_saddle
+    >>> model, data, _, _ = example()
+    >>> z = zero_saddle(model, data, generators=[torch.Generator().manual_seed(0)], n_heads=3)
+    >>> z.eigenvalues.shape, round(float(z.eigenvalues[0] + z.closed_form.sigma[0]), 12)
+    (torch.Size([24]), 0.0)
+    """
+    model = _check_model(model)
+    generators = list(generators)
+    if not generators:
+        raise ValueError("generators: expected at least one torch.Generator")
+    for g in generators:
+        check_generator(g)
+    check_positive(n_heads, "n_heads", integer=True)
+    check_positive(scale, "scale")
+    zero = torch.zeros(model.d_omega, dtype=model.dtype, device=model.device)
+    closed = zero_hessian(model, data)
+    H_tr = model.translation_hessian(data, zero)
+    eig = torch.linalg.eigvalsh(H_tr)
+    grads = [float(model.grad_first_variation(
+        data, zero[None], scale * torch.randn(n_heads, model.d_omega, generator=g, dtype=torch.float64)
+        .to(model.device)).abs().max()) for g in generators]  # one pass per measure, batched over its heads
+    return ZeroSaddle(closed, H_tr, eig, float((eig - closed.eigenvalues).abs().max()), float(eig.abs().max()),
+                      max(grads))
+
+
+class DiracSymmetry(NamedTuple):
+    r"""What the symmetry of a head and the linearity of :math:`\Phi` in ``W_V`` and ``W_O`` do to the
+    Hessians at a Dirac point (:func:`symmetry_residuals`).
+
+    A named tuple with the fields below; "relative" divides by the largest entry of the Hessian and
+    the norm of the vector.
+
+    Parameters
+    ----------
+    generator_residual : float
+        :math:`\max_g |Hg| / (\max|H| \max_g|g|)` over the generators ``g`` (:func:`orbit_generators`),
+        the larger of ``H = H0`` and ``H = H_tr``: zero at a stationary point (the orbit is in both null
+        spaces).
+    dilation_residual : float
+        ``|H0 d| / (max|H0| |d|)`` for the dilation ``d`` (:func:`dilation_direction`): zero at a
+        stationary point.
+    B : Tensor (d_x d_k, d_x d_k)
+        The ``(W_V, W_O)`` block of :math:`H_0`.
+    sigma_B : float
+        Its largest singular value: by interlacing, :math:`\lambda_{\min}(H_0)\le-\sigma_1(B)`.
+    vo_diagonal : float
+        The largest entry of the ``W_V``-``W_V`` and ``W_O``-``W_O`` blocks of :math:`H_0`: zero, since
+        :math:`\Phi` is linear in each.
+    n_negative : int
+        Eigenvalues of :math:`H_0` on the orbit's complement below ``-1e-9 max|eig H0|``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, symmetry_residuals
+    >>> model, data, heads, _ = example()
+    >>> s = symmetry_residuals(model, analyse_dirac(model, data, heads[0]))
+    >>> s.B.shape, s.vo_diagonal < 1e-12
+    (torch.Size([6, 6]), True)
+    """
+
+    generator_residual: float
+    dilation_residual: float
+    B: torch.Tensor  # (d_x d_k, d_x d_k) the (W_V, W_O) block of H0
+    sigma_B: float
+    vo_diagonal: float
+    n_negative: int
+
+
+def symmetry_residuals(model: HeadModel, point: DiracPoint) -> DiracSymmetry:
+    r"""The three consequences of the symmetry at :math:`\delta_\omega` (chapter 05), measured: the
+    orbit's generators and the dilation against :math:`H_0` (50) and :math:`H_{tr}` (59), the
+    ``(W_V, W_O)`` block ``B`` of :math:`H_0` with its vanishing diagonal blocks, and the negative
+    eigenvalues of :math:`H_0` on the orbit's complement.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    point : DiracPoint
+        The Dirac point, from :func:`analyse_dirac` with this model.
+
+    Returns
+    -------
+    DiracSymmetry
+        The relative residuals, ``B``, its top singular value, the largest diagonal-block entry and the
+        count of negative eigenvalues.
+
+    Raises
+    ------
+    ValueError
+        If ``point`` is not a :class:`DiracPoint` of this model's size.
+
+    Examples
+    --------
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, symmetry_residuals
+    >>> model, data, heads, _ = example()
+    >>> s = symmetry_residuals(model, analyse_dirac(model, data, heads[0]))
+    >>> s.generator_residual > 1e-6  # heads[0] is not stationary: the orbit is not in the null spaces
+    True
+    """
+    model = _check_model(model)
+    point = _check_point(model, point)
+    gens = orbit_generators(model, point.omega)
+    gen_res = max(float((gens @ H).norm(dim=1).max() / (H.abs().max() * gens.norm(dim=1).max()))
+                  for H in (point.H0, point.H_tr))
+    dil = dilation_direction(model, point.omega)
+    dil_res = float((point.H0 @ dil).norm() / (point.H0.abs().max() * dil.norm()))
+    kk = model.d_x * model.d_k
+    H0 = point.H0
+    B = H0[2 * kk:3 * kk, 3 * kk:]
+    diag = float(max(H0[2 * kk:3 * kk, 2 * kk:3 * kk].abs().max(), H0[3 * kk:, 3 * kk:].abs().max()))
+    n_neg = int((point.eig_H0_perp < -1e-9 * float(point.eig_H0.abs().max())).sum())
+    return DiracSymmetry(gen_res, dil_res, B, float(torch.linalg.matrix_norm(B, 2)), diag, n_neg)
+
+
+def _check_point(model: HeadModel, point) -> DiracPoint:
+    if not isinstance(point, DiracPoint):
+        raise ValueError(f"point: expected a DiracPoint (analyse_dirac), got {type(point).__name__}")
+    if point.H0.shape != (model.d_omega, model.d_omega):
+        raise ValueError(f"point: its Hessians are {tuple(point.H0.shape)}, the model's d_omega is {model.d_omega}")
+    return point
+
+
+def random_group_element(model: HeadModel, *, generator: torch.Generator, scale: float = 0.5):
+    """A random element ``(G, M)`` of the group acting on a head (:func:`group_action`): ``I + scale Z``
+    for ``G`` then for ``M``, ``Z`` with independent standard normal entries, drawn in float64 on the CPU.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model (sets ``d_k``, the dtype and the device).
+    generator : torch.Generator
+        Draws ``G`` first, then ``M``.
+    scale : float, default 0.5
+        The size of the random part.
+
+    Returns
+    -------
+    (Tensor (d_k, d_k), Tensor (d_k, d_k))
+        ``G`` and ``M``, in the model's dtype and on its device (invertible with probability one).
+
+    Raises
+    ------
+    ValueError
+        If ``generator`` is not a generator or ``scale`` is not positive.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import group_action, random_group_element
+    >>> model, data, heads, _ = example()
+    >>> G, M = random_group_element(model, generator=torch.Generator().manual_seed(0))
+    >>> moved = group_action(model, heads[0], G, M)
+    >>> torch.allclose(model.features(data.X, moved[None]), model.features(data.X, heads[:1]))
+    True
+    """
+    model = _check_model(model)
+    check_generator(generator)
+    check_positive(scale, "scale")
+    k = model.d_k
+    G, M = (torch.eye(k, dtype=torch.float64) + scale * torch.randn(k, k, generator=generator, dtype=torch.float64)
+            for _ in range(2))
+    return G.to(dtype=model.dtype, device=model.device), M.to(dtype=model.dtype, device=model.device)
+
+
+def common_inertia(a: torch.Tensor, b: torch.Tensor, rtol: float = 1e-9):
+    """The inertias (:func:`inertia`) of two spectra, zero judged on their common scale
+    ``max |eigenvalue|`` over both: Sylvester's law says that two congruent matrices (the Hessians at
+    two points of one orbit) have the same.
+
+    Parameters
+    ----------
+    a, b : Tensor (d,)
+        The two spectra.
+    rtol : float, default 1e-9
+        The relative tolerance of zero.
+
+    Returns
+    -------
+    (tuple of int, tuple of int)
+        ``(negative, zero, positive)`` of ``a``, then of ``b``.
+
+    Raises
+    ------
+    ValueError
+        If both spectra are zero (no scale).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.stability import common_inertia
+    >>> common_inertia(torch.tensor([-1.0, 0.0, 2.0]), torch.tensor([-5.0, 1e-12, 9.0]))
+    ((1, 1, 1), (1, 1, 1))
+    """
+    check_tensor(a, "a", ndim=1)
+    check_tensor(b, "b", ndim=1)
+    sc = float(torch.cat([a.abs(), b.abs()]).max())
+    if sc == 0.0:
+        raise ValueError("a: both spectra are zero; the scale of zero is undefined")
+    return inertia(a, sc, rtol), inertia(b, sc, rtol)
+
+
+class TranslationDirections(NamedTuple):
+    r"""Three directions of translation at a Dirac point (:func:`translation_directions`).
+
+    A named tuple with the fields below.
+
+    Parameters
+    ----------
+    eigenvector : Tensor (d_omega,)
+        The middle eigenvector (index ``m // 2`` of ``m``, ascending) of :math:`H_{tr}` compressed to the
+        orbit's complement, mapped back to ``d_omega`` coordinates, of unit length, sign by
+        :func:`canonical_sign`.
+    eigenvalue : float
+        Its eigenvalue.
+    random : Tensor (d_omega,)
+        A Gaussian vector projected on the orbit's complement (the projector, unlike a basis of the
+        complement, is unique); not normalised.
+    tangent : Tensor (d_omega,)
+        :func:`named_tangent` ``(0, 0)``: the tangent vector generated by ``G = I + s E_11``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, translation_directions
+    >>> model, data, heads, _ = example()
+    >>> d = translation_directions(model, analyse_dirac(model, data, heads[0]),
+    ...                            generator=torch.Generator().manual_seed(0))
+    >>> round(float(d.eigenvector.norm()), 12), round(float(d.tangent.norm()), 12)
+    (1.0, 1.0)
+    """
+
+    eigenvector: torch.Tensor
+    eigenvalue: float
+    random: torch.Tensor
+    tangent: torch.Tensor
+
+
+def translation_directions(model: HeadModel, point: DiracPoint, *, generator: torch.Generator) -> TranslationDirections:
+    r"""An eigenvector of :math:`H_{tr}` (59) transverse to the orbit, a random transverse direction and a
+    tangent direction at :math:`\delta_\omega`: the translations of chapter 05.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    point : DiracPoint
+        The Dirac point, from :func:`analyse_dirac`.
+    generator : torch.Generator
+        Draws the Gaussian vector of the random direction (``d_omega`` entries, float64 on the CPU).
+
+    Returns
+    -------
+    TranslationDirections
+        The eigenvector and its eigenvalue, the random transverse direction and the tangent one.
+
+    Raises
+    ------
+    ValueError
+        If ``point`` is not a :class:`DiracPoint` of this model, or ``generator`` is not a generator.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, translation_directions
+    >>> model, data, heads, _ = example()
+    >>> p = analyse_dirac(model, data, heads[0])
+    >>> d = translation_directions(model, p, generator=torch.Generator().manual_seed(0))
+    >>> round(float((p.tangent.basis @ d.random).norm()), 12)  # transverse: no tangent part
+    0.0
+    """
+    model = _check_model(model)
+    point = _check_point(model, point)
+    check_generator(generator)
+    Qc = point.tangent.complement
+    lam, U = torch.linalg.eigh(Qc @ point.H_tr @ Qc.T)
+    j = lam.numel() // 2
+    g = torch.randn(model.d_omega, generator=generator, dtype=torch.float64).to(model.device)
+    return TranslationDirections(canonical_sign(U[:, j] @ Qc), float(lam[j]), Qc.T @ (Qc @ g),
+                                 named_tangent(model, point.omega, 0, 0))
+
+
+class SaddleDirection(NamedTuple):
+    r"""The direction ``v = c u_QK + s u_VO`` at the uniform-attention point (:func:`saddle_direction`).
+
+    A named tuple with the fields below.
+
+    Parameters
+    ----------
+    v : Tensor (d_omega,)
+        The direction, of unit length, with :math:`v^\top H_{tr}v=\lambda_{QK}/2`.
+    u_qk : Tensor (d_omega,)
+        A unit vector of the lowest eigenspace of :math:`H_{tr}` (:func:`lowest_direction`).
+    u_vo : Tensor (d_omega,)
+        A unit vector of the lowest eigenspace of :math:`H_0` compressed to the ``(W_V, W_O)``
+        coordinates.
+    lam_qk : float
+        :math:`\lambda_{QK}=\lambda_{\min}(H_{tr})`.
+    mu_tr, mu_0 : float
+        :math:`u_{VO}^\top H_{tr}u_{VO}` and :math:`u_{VO}^\top H_0u_{VO}`.
+    c, s : float
+        The coefficients, :math:`c^2=(\lambda_{QK}/2-\mu_{tr})/(\lambda_{QK}-\mu_{tr})`, :math:`s^2=1-c^2`.
+    qk_weight : float
+        The norm of ``u_qk`` on the ``(W_Q, W_K)`` coordinates (one when it lies there).
+    jsj_qk : float
+        The largest entry of :math:`H_{tr}-H_0=E[J^\top SJ]` on the ``(W_Q, W_K)`` block (zero at
+        ``W_Q = W_K = 0``, where the features do not move to first order).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, saddle_direction, uniform_attention_point
+    >>> model, data, _, _ = example()
+    >>> w_u, _ = uniform_attention_point(model, data, generator=torch.Generator().manual_seed(0), n_starts=1)
+    >>> sd = saddle_direction(model, analyse_dirac(model, data, w_u), generator_qk=torch.Generator().manual_seed(1),
+    ...                       generator_vo=torch.Generator().manual_seed(2))
+    >>> round(sd.c ** 2 + sd.s ** 2, 12), round(float(sd.v.norm()), 12)
+    (1.0, 1.0)
+    """
+
+    v: torch.Tensor
+    u_qk: torch.Tensor
+    u_vo: torch.Tensor
+    lam_qk: float
+    mu_tr: float
+    mu_0: float
+    c: float
+    s: float
+    qk_weight: float
+    jsj_qk: float
+
+
+def saddle_direction(model: HeadModel, point: DiracPoint, *, generator_qk: torch.Generator,
+                     generator_vo: torch.Generator) -> SaddleDirection:
+    r"""At a Dirac stationary point with a negative eigenvalue :math:`\lambda_{QK}` of :math:`H_{tr}` (59)
+    (the uniform-attention point, :func:`uniform_attention_point`), the direction
+    ``v = c u_QK + s u_VO`` with :math:`v^\top H_{tr}v=\lambda_{QK}/2<0`: ``u_QK`` spans the lowest
+    eigenspace of :math:`H_{tr}`, ``u_VO`` that of :math:`H_0` (50) compressed to the ``(W_V, W_O)``
+    coordinates; both are projections of a Gaussian vector (:func:`lowest_direction`). Along ``v``
+    Theorem 7.8's rate sees the :math:`E[J^\top SJ]` term, which :math:`H_0` alone leaves out.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    point : DiracPoint
+        The Dirac point, from :func:`analyse_dirac`; :math:`\lambda_{\min}(H_{tr})` must be below
+        :math:`u_{VO}^\top H_{tr}u_{VO}` and negative.
+    generator_qk, generator_vo : torch.Generator
+        Draw the Gaussian vectors of ``u_QK`` and ``u_VO``.
+
+    Returns
+    -------
+    SaddleDirection
+        ``v``, ``u_QK``, ``u_VO``, the quadratic forms, ``c``, ``s`` and two diagnostics.
+
+    Raises
+    ------
+    ValueError
+        If ``point`` is not a :class:`DiracPoint` of this model, or ``c^2`` falls outside ``[0, 1]``
+        (no negative direction of :math:`H_{tr}` to mix with).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, saddle_direction, uniform_attention_point
+    >>> model, data, _, _ = example()
+    >>> w_u, _ = uniform_attention_point(model, data, generator=torch.Generator().manual_seed(0), n_starts=1)
+    >>> p = analyse_dirac(model, data, w_u)
+    >>> sd = saddle_direction(model, p, generator_qk=torch.Generator().manual_seed(1),
+    ...                       generator_vo=torch.Generator().manual_seed(2))
+    >>> round(float(sd.v @ p.H_tr @ sd.v) / (sd.lam_qk / 2), 9), round(sd.qk_weight, 6)
+    (1.0, 1.0)
+    """
+    model = _check_model(model)
+    point = _check_point(model, point)
+    qk = 2 * model.d_x * model.d_k  # the (W_Q, W_K) coordinates come first
+    u_qk, lam_qk = lowest_direction(point.H_tr, generator=generator_qk)
+    H0_vo = point.H0.clone()
+    H0_vo[:qk, :] = 0
+    H0_vo[:, :qk] = 0  # H0 compressed to the (W_V, W_O) coordinates
+    u_vo, _ = lowest_direction(H0_vo, generator=generator_vo)
+    mu_tr, mu_0 = float(u_vo @ point.H_tr @ u_vo), float(u_vo @ point.H0 @ u_vo)
+    c2 = (lam_qk / 2 - mu_tr) / (lam_qk - mu_tr)
+    if not 0.0 <= c2 <= 1.0:
+        raise ValueError(f"point: c^2 = {c2:.3g} is outside [0, 1]; H_tr has no negative direction to mix with")
+    c, s = np.sqrt(c2), np.sqrt(1 - c2)
+    return SaddleDirection(c * u_qk + s * u_vo, u_qk, u_vo, lam_qk, mu_tr, mu_0, float(c), float(s),
+                           float(u_qk[:qk].norm()), float((point.H_tr - point.H0)[:qk, :qk].abs().max()))
+
+
+def linearised_flow(H: torch.Tensor, v: torch.Tensor, times, zeta0: float = 1.0):
+    r"""The linearised flow :math:`x(t)=e^{-2\zeta tH}v` at each time, batched: its norm and its growth
+    rate :math:`\frac{d}{dt}\log|x|^2=-4\zeta\,x^\top Hx/|x|^2` (Theorem 7.8 linearised, chapter 05).
+
+    Parameters
+    ----------
+    H : Tensor (d, d)
+        The Hessian, :math:`H_{tr}` (59) or :math:`H_0` (50).
+    v : Tensor (d,), the dtype of ``H``
+        The start.
+    times : array_like (R,)
+        The times.
+    zeta0 : float, default 1.0
+        The constant learning rate :math:`\zeta`.
+
+    Returns
+    -------
+    (ndarray (R,), ndarray (R,))
+        :math:`|x(t)|` and the growth rate.
+
+    Raises
+    ------
+    ValueError
+        If ``H`` is not square, ``v`` does not match it, or ``times`` is not 1-d.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.stability import linearised_flow
+    >>> H = torch.diag(torch.tensor([-1.0, 2.0], dtype=torch.float64))
+    >>> norm, rate = linearised_flow(H, torch.tensor([1.0, 0.0], dtype=torch.float64), [0.0, 0.5])
+    >>> norm.round(6).tolist(), rate.tolist()  # e^{2t}, rate 4
+    ([1.0, 2.718282], [4.0, 4.0])
+    """
+    check_tensor(H, "H", ndim=2)
+    if H.shape[0] != H.shape[1]:
+        raise ValueError(f"H: expected a square matrix, got {tuple(H.shape)}")
+    check_tensor(v, "v", ndim=1, dtype=H.dtype)
+    if v.shape[0] != H.shape[0]:
+        raise ValueError(f"v: expected length {H.shape[0]}, got {v.shape[0]}")
+    check_positive(zeta0, "zeta0")
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1:
+        raise ValueError(f"times: expected a 1-d array, got shape {t.shape}")
+    s = torch.as_tensor(-2 * zeta0 * t, dtype=H.dtype, device=H.device)
+    x = torch.linalg.matrix_exp(s[:, None, None] * H) @ v  # (R, d)
+    xHx = ((x @ H) * x).sum(-1)
+    return x.norm(dim=1).cpu().numpy(), (-4 * zeta0 * xHx / (x * x).sum(-1)).cpu().numpy()
+
+
+class LiftedSpectrum(NamedTuple):
+    r"""The spectrum of the lifted Hessian at a Dirac lift against formula (49) (:func:`lifted_spectrum`).
+
+    A named tuple with the fields below.
+
+    Parameters
+    ----------
+    eigenvalues : Tensor (n d_omega,)
+        The eigenvalues of :func:`lifted_hessian` at the lift of ``n`` copies of :math:`\omega`, ascending.
+    error : float
+        Their largest difference with the spectrum (49) gives: :math:`H_{tr}`'s together with
+        :math:`H_0`'s ``n - 1`` times.
+    error_without_interaction : float
+        The same with (49) lacking its interaction term: :math:`H_0`'s spectrum ``n`` times.
+    scale : float
+        ``max |eigenvalues|``.
+
+    Examples
+    --------
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, lifted_spectrum
+    >>> model, data, heads, _ = example()
+    >>> ls = lifted_spectrum(model, data, analyse_dirac(model, data, heads[0]))
+    >>> ls.eigenvalues.shape, ls.error < 1e-10 * ls.scale
+    (torch.Size([48]), True)
+    """
+
+    eigenvalues: torch.Tensor
+    error: float
+    error_without_interaction: float
+    scale: float
+
+
+def lifted_spectrum(model: HeadModel, data: Dataset, point: DiracPoint, n: int = 2) -> LiftedSpectrum:
+    r"""Formula (49) at the Dirac lift of ``n`` copies of :math:`\omega` (Remark 7.4): the autograd
+    Hessian of the lifted risk (:func:`lifted_hessian`, which uses neither engine formula for
+    :math:`H_0` nor for :math:`H_{tr}`) against the spectrum of :math:`H_{tr}` (59), the means, together with
+    that of :math:`H_0` (50) ``n - 1`` times, the centred parts.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    point : DiracPoint
+        The Dirac point, from :func:`analyse_dirac` with the same model and data.
+    n : int, default 2
+        The number of equally likely states of the lift, at least 2.
+
+    Returns
+    -------
+    LiftedSpectrum
+        The lifted spectrum, its errors against (49) with and without the interaction term, its scale.
+
+    Raises
+    ------
+    ValueError
+        If ``point`` is not a :class:`DiracPoint` of this model, or ``n`` is below 2.
+
+    Examples
+    --------
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, lifted_spectrum
+    >>> model, data, heads, _ = example()
+    >>> ls = lifted_spectrum(model, data, analyse_dirac(model, data, heads[0]))
+    >>> ls.error_without_interaction > 1e3 * ls.error  # the interaction term matters
+    True
+    """
+    model = _check_model(model)
+    point = _check_point(model, point)
+    check_positive(n, "n", integer=True)
+    if n < 2:
+        raise ValueError(f"n: expected at least 2 states, got {n}")
+    eig = torch.linalg.eigvalsh(lifted_hessian(model, data, point.omega[None].repeat(n, 1)))
+    union = torch.sort(torch.cat([point.eig_H_tr] + [point.eig_H0] * (n - 1))).values
+    without = torch.sort(torch.cat([point.eig_H0] * n)).values
+    return LiftedSpectrum(eig, float((eig - union).abs().max()), float((eig - without).abs().max()),
+                          float(eig.abs().max()))
+
+
+def lipschitz_in_measure(model: HeadModel, data: Dataset, point: DiracPoint, eps: float):
+    r"""Remark 7.2's Lipschitz constant :math:`\gamma` along a small translation of the measure:
+    :math:`|\nabla\Phi(\omega;\delta_{\omega+\varepsilon v})-\nabla\Phi(\omega;\delta_\omega)|/\varepsilon`
+    along the top eigenvector ``v`` of :math:`H_{tr}-H_0=E[J^\top SJ]` (59), with that top eigenvalue
+    :math:`\|H_{tr}-H_0\|_2`, which the quotient reaches as :math:`\varepsilon\to0`.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the expectations in (13).
+    point : DiracPoint
+        The Dirac point, from :func:`analyse_dirac`.
+    eps : float
+        The size of the translation, :math:`\varepsilon > 0`.
+
+    Returns
+    -------
+    (float, float)
+        The quotient :math:`\gamma` and :math:`\|H_{tr}-H_0\|_2`.
+
+    Raises
+    ------
+    ValueError
+        If ``point`` is not a :class:`DiracPoint` of this model, or ``eps`` is not positive.
+
+    Examples
+    --------
+    >>> from mfattn.models.tasks import example
+    >>> from mfattn.analysis.stability import analyse_dirac, lipschitz_in_measure
+    >>> model, data, heads, _ = example()
+    >>> gamma, norm = lipschitz_in_measure(model, data, analyse_dirac(model, data, heads[0]), 1e-6)
+    >>> abs(gamma / norm - 1) < 1e-4
+    True
+    """
+    model = _check_model(model)
+    point = _check_point(model, point)
+    check_positive(eps, "eps")
+    w = point.omega
+    eJ, UJ = torch.linalg.eigh(point.H_tr - point.H0)
+    vJ = canonical_sign(UJ[:, -1])
+    g_star = model.grad_first_variation(data, w[None], w[None])[0]
+    shifted = translate(model, w, vJ, eps)
+    return float((model.grad_first_variation(data, w[None], shifted)[0] - g_star).norm()) / eps, float(eJ[-1])

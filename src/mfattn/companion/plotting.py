@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 __all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "animation", "flow_animation", "label_125",
-           "panels", "png_metadata", "smallest_text_pt", "use"]
+           "panels", "png_metadata", "smallest_text_pt", "spectrum_panel", "use"]
 
 COLUMN_WIDTH = 6.6  # inches: the book's output area at DPI, less the tight bounding box's margin
 DPI = 100
@@ -257,6 +257,64 @@ def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, shar
         axes.append(fig.add_subplot(spec, **share))
     return fig, np.array(axes)
 
+
+def spectrum_panel(ax, whole, part, *, linthresh: float, title: str, labels=(None, None)) -> None:
+    """Two spectra in increasing order on one panel, on a scale that is logarithmic away from zero and
+    linear within ``linthresh`` of it: ``whole`` as circles, ``part`` (e.g. a restriction to a subspace,
+    fewer eigenvalues) as crosses centred under it. Zero and every other decade are labelled, so that
+    the labels do not crowd (chapter 05's spectra of the Hessians).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    whole, part : array_like or Tensor (n,) and (m,)
+        The two spectra, ascending, ``m <= n``.
+    linthresh : float
+        The half-width of the linear range around zero, > 0.
+    title : str
+        The panel's title.
+    labels : (str or None, str or None)
+        The legend labels of the circles and the crosses.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        If ``linthresh`` is not positive or ``part`` is longer than ``whole``.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import panels, spectrum_panel
+    >>> fig, ax = panels(1)
+    >>> spectrum_panel(ax, [-1.0, 0.0, 0.0, 10.0], [-1.0, 10.0], linthresh=1e-4, title="H")
+    >>> ax.get_yscale(), [float(y) for y in ax.get_yticks()]
+    ('symlog', [-0.1, -0.001, 0.0, 0.001, 0.1, 10.0])
+    >>> plt.close(fig)
+    """
+    e, ep = (np.asarray(x.detach().cpu() if hasattr(x, "detach") else x, dtype=np.float64) for x in (whole, part))
+    if not linthresh > 0:
+        raise ValueError(f"linthresh: expected a positive width, got {linthresh!r}")
+    if ep.size > e.size:
+        raise ValueError(f"part: expected at most {e.size} eigenvalues, got {ep.size}")
+    ax.plot(np.arange(e.size), e, "o", mfc="none", label=labels[0])
+    ax.plot(np.arange(ep.size) + (e.size - ep.size) / 2, ep, "x", label=labels[1])
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_yscale("symlog", linthresh=linthresh)
+    top, bottom = float(max(e.max(), ep.max())), float(min(e.min(), ep.min()))
+    ax.set_ylim(3 * bottom if bottom < -linthresh else -linthresh, 3 * top)
+    # label 0 and every other decade outside the linear range
+    decades = [10.0 ** k for k in range(int(np.floor(np.log10(3 * max(top, -bottom)))),
+                                        int(np.ceil(np.log10(linthresh))) - 1, -2)]
+    ax.set_yticks(sorted([0.0] + [y for y in decades if y < 3 * top] + [-y for y in decades if -y > 3 * bottom]))
+    ax.minorticks_off()
+    ax.set(xlabel="index", ylabel="eigenvalue", title=title)
 
 def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     """A moving picture that plays in the page: ``update(i)`` redraws ``fig`` for frame ``i`` (``0 <=

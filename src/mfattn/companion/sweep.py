@@ -315,3 +315,81 @@ def run_chaos(setup, N_grid, n_seeds: int, n_ref: int, folder, *, key: dict | No
     points = [dict(kind="chaos", N=N, s=s, n_ref=n_ref, **key) for N in N_grid for s in range(n_seeds)]
     rows = run_sweep(lambda N, s, **_: setup.point(refs, N, s), points, folder, progress=progress, desc=desc)
     return ChaosResult(rows, references=refs)
+
+
+def run_perturbations(model, data, specs: dict, folder, *, key: dict, zeta=1.0, progress: bool = True,
+                      desc: str = "perturbed runs") -> dict:
+    """The runs of the reference flow (21) from perturbed Dirac measures
+    (:func:`mfattn.analysis.stability.perturbation_run`), through the chapters' cache: each saved by
+    :func:`run_sweep` as it finishes and read back as a
+    :class:`~mfattn.analysis.stability.PerturbationRun`.
+
+    A run is keyed by its name, its sizes (``T``, ``step``, ``record_every``, ``orbit``, ``size``, the
+    number of heads) and ``key``, not by the bits of its start: a minimiser's last bits vary from one
+    process to the next, and the configuration in ``key`` fixes the start.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The head model.
+    data : Dataset
+        The data of the risk (10).
+    specs : dict
+        ``{name: Perturbation}`` (:class:`mfattn.analysis.stability.Perturbation`), names unique words.
+    folder : str or path
+        The cache folder (a chapter's ``cfg.folder``).
+    key : dict
+        JSON values that fix the starts (seed, data size, ...); part of every saved file's name. They may
+        not reuse a field of the run's own key.
+    zeta : float, profile or callable
+        The learning-rate profile of the flow.
+    progress : bool, default True
+        A progress bar over the runs.
+    desc : str
+        The bar's label.
+
+    Returns
+    -------
+    dict
+        ``{name: PerturbationRun}``, in the order of ``specs``; heads in the model's dtype and device.
+
+    Raises
+    ------
+    ValueError
+        Naming ``specs`` when it is empty or holds something else than ``Perturbation`` records, or
+        ``key`` when one of its names is one of the run's own fields.
+
+    Examples
+    --------
+    >>> import tempfile, torch
+    >>> from mfattn.analysis.stability import Perturbation, translate, zero_hessian
+    >>> from mfattn.companion.sweep import run_perturbations
+    >>> from mfattn.models.tasks import example
+    >>> model, data, _, _ = example()
+    >>> zero = torch.zeros(model.d_omega, dtype=torch.float64)
+    >>> start = translate(model, zero, zero_hessian(model, data).v_min, 0.01)
+    >>> specs = {"rate": Perturbation.for_rate(start, zero, 0.01, dt=0.05)}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     runs = [run_perturbations(model, data, specs, folder, key={"seed": 0}, progress=False)
+    ...             for _ in range(2)]  # the second call reads the first one's run
+    >>> runs[1]["rate"].heads.shape, bool((runs[0]["rate"].w2 == runs[1]["rate"].w2).all())
+    (torch.Size([7, 1, 24]), True)
+    """
+    from ..analysis.stability import Perturbation, PerturbationRun, perturbation_run
+
+    if not isinstance(specs, dict) or not specs or not all(isinstance(p, Perturbation) for p in specs.values()):
+        raise ValueError("specs: expected a non-empty dict {name: Perturbation}")
+    own = {"name", "T", "step", "record_every", "orbit", "size", "n_heads"}
+    taken = sorted(set(key) & own)
+    if taken:
+        raise ValueError(f"key: {', '.join(taken)} name the run's own fields; choose other names")
+
+    def go(name, **_):
+        p = specs[name]
+        return perturbation_run(model, data, p.heads0, p.centre, T=p.T, step=p.step, record_every=p.record_every,
+                                zeta=zeta, orbit=p.orbit).as_dict()
+
+    points = [dict(name=name, T=p.T, step=p.step, record_every=p.record_every, orbit=p.orbit, size=p.size,
+                   n_heads=int(p.heads0.shape[0]), **key) for name, p in specs.items()]
+    return {row["name"]: PerturbationRun.from_dict(row, dtype=model.dtype, device=model.device)
+            for row in run_sweep(go, points, folder, progress=progress, desc=desc)}
