@@ -246,6 +246,21 @@ def test_softmax_jacobian_against_autograd_and_lemma_2_1():
     assert float(torch.linalg.eigvalsh(softmax_jacobian(torch.zeros(2, dtype=torch.float64))).max()) == 0.5
 
 
+
+def test_softmax_top_eigenvalue_matches_the_closed_form_along_z_t():
+    from mfattn.models.softmax import softmax_jacobian_top_eigenvalue
+    # oracle: along z_t = (t, t, 0, ..., 0) the top eigenvalue is p_1 = e^t / (2 e^t + d - 2) (chapter 01)
+    t = torch.linspace(0, 20, 21, dtype=torch.float64)
+    for d in (3, 7):
+        z = torch.zeros(len(t), d, dtype=torch.float64)
+        z[:, :2] = t[:, None]
+        torch.testing.assert_close(softmax_jacobian_top_eigenvalue(z), torch.exp(t) / (2 * torch.exp(t) + d - 2),
+                                   rtol=0, atol=1e-14)
+    # uniform logits: S = I/d - 11^T/d^2 has top eigenvalue 1/d
+    assert abs(float(softmax_jacobian_top_eigenvalue(torch.zeros(5, dtype=torch.float64))) - 0.2) < 1e-15
+    with pytest.raises(ValueError, match="^z"):
+        softmax_jacobian_top_eigenvalue(torch.tensor(1.0))
+
 # ------------------------------------------------------------------ ValueError paths
 def negative_weights(n):
     w = torch.full((n,), 1.0 / n, dtype=torch.float64)

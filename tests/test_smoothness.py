@@ -1,5 +1,7 @@
 """feature_derivative_max and pad_heads (Remark 3.5, chapter 01)."""
 
+import math
+
 import pytest
 import torch
 
@@ -147,3 +149,73 @@ def test_invalid_arguments_name_the_argument():
         pad_heads(om, 2, 3)
     with pytest.raises(ValueError, match="^heads"):
         pad_heads(torch.zeros(2, 10, dtype=F64), 2, 3)
+
+
+def test_chain_spread_against_a_plain_loop():
+    import numpy as np
+    from mfattn.analysis.smoothness import chain_spread
+
+    v = np.random.default_rng(0).uniform(1, 5, size=(4, 3))
+    loop = max((max(row) - min(row)) / max(row) for row in v.tolist())
+    assert abs(chain_spread(v) - loop) < 1e-15
+    with pytest.raises(ValueError, match="^values"):
+        chain_spread([[1.0, -1.0]])
+
+
+def test_ascent_chains_keep_their_best_start_and_never_fall_along_a_sweep():
+    from mfattn.analysis.smoothness import ascent_chains
+
+    kw = dict(d_k=2, x_norm=2.0, radius=2.0, n_chains=2, base_starts=2, starts=1, n_steps=30, progress=False)
+    v, pts = ascent_chains([(3, 3, 3), (4, 3, 3), (5, 3, 3)], 1, generator=torch.Generator().manual_seed(4), **kw)
+    # oracle at the first size: the same draws by a direct call, chain c = best of starts 2c, 2c + 1
+    direct = feature_derivative_max(_model(3), 1, L=3, x_norm=2.0, radius=2.0, n_starts=4, n_steps=30,
+                                    generator=torch.Generator().manual_seed(4), progress=False).value
+    torch.testing.assert_close(v[0], torch.stack([direct[:2].max(), direct[2:].max()]), rtol=0, atol=0)
+    assert bool((v[1:] >= v[:-1]).all())  # embedding: a padded point keeps its value (Remark 3.5)
+    for (om, X, u), d_x in zip(pts, (3, 4, 5)):  # the points carry the values reported
+        torch.testing.assert_close(_evaluate(_model(d_x), 1, om, X, u), v[(3, 4, 5).index(d_x)], rtol=1e-9, atol=0)
+    with pytest.raises(ValueError, match="^shapes"):
+        ascent_chains([], 0, generator=torch.Generator(), **kw)
+
+
+def test_mixture_derivative_and_gradient_errors_against_finite_differences():
+    from mfattn.analysis.smoothness import directional_derivative_errors, mixture_derivative
+    from mfattn.models.tasks import example
+
+    model, data, rho, _ = example()
+    nu = 1.5 * rho.flip(0)
+    lhs, rhs = mixture_derivative(model, data, rho, nu, [1e-2, 1e-3])
+    # oracle: an independent first-order forward difference of E along the mixture, from the risk only
+    w = torch.full((len(rho),), 1.0 / len(rho), dtype=F64)
+    E = lambda e: float(model.risk(data, torch.cat([rho, nu]), torch.cat([(1 - e) * w, e * w])))
+    h = 1e-6
+    assert abs(rhs - (E(h) - E(0.0)) / h) < 1e-4 * abs(rhs)
+    assert abs(lhs[1] - rhs) < abs(lhs[0] - rhs)  # second-order stencil: smaller step, smaller error
+    u = torch.nn.functional.normalize(torch.ones_like(rho), dim=1)
+    err = directional_derivative_errors(model, data, rho, rho, u, [1e-2, 1e-3])
+    assert 50 < err[0] / err[1] < 200  # central difference: error ~ h^2
+    with pytest.raises(ValueError, match="^steps"):
+        mixture_derivative(model, data, rho, nu, [0.0])
+    with pytest.raises(ValueError, match="^u"):
+        directional_derivative_errors(model, data, rho, rho, u[:1], [1e-3])
+
+
+def test_minibatch_mse_against_a_plain_loop_and_tr_sigma_over_s():
+    from mfattn.analysis.smoothness import minibatch_mse
+
+    per = torch.randn(6, 2, 3, generator=torch.Generator().manual_seed(0), dtype=F64)
+    full = per.mean(0)
+    mse = minibatch_mse(per, full, [1, 3], 4, torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(1)  # oracle: the same draws, summed element by element
+    for k, S in enumerate([1, 3]):
+        idx = torch.randint(6, (4, S), generator=g)
+        for r in range(4):
+            loop = sum(float((sum(per[int(i)][a, b] for i in idx[r]) / S - full[a, b]) ** 2)
+                       for a in range(2) for b in range(3))
+            assert abs(mse[k, r] - loop) < 1e-12
+    # identity: with replacement, E mse = tr Sigma / S
+    many = minibatch_mse(per, full, [2], 20000, torch.Generator().manual_seed(2))
+    tr = float(((per - full) ** 2).sum((1, 2)).mean())
+    assert abs(many.mean() - tr / 2) < 4 * many.std() / math.sqrt(20000)
+    with pytest.raises(ValueError, match="^full"):
+        minibatch_mse(per, full[:1], [1], 2, torch.Generator())

@@ -381,3 +381,17 @@ def test_fmt_prints_what_the_run_determines():
         fmt(1.0, floor=-1.0)
     v = check_at_most("x", -2.4e-6, 0.0, floor=1e-5, kind="check")
     assert v.passed and "measured >-1e-05 |" in v.line()
+
+
+def test_loglog_slopes_recover_power_laws_and_name_bad_arguments():
+    import numpy as np
+    import pytest
+    from mfattn.analysis.fitting import loglog_slopes
+
+    x = np.array([0.5, 1.0, 3.0, 10.0])
+    y = np.stack([2 * x**1.5, x**-0.5 + 0 * x], axis=1)  # oracle: exact power laws, exponents 1.5 and -0.5
+    np.testing.assert_allclose(loglog_slopes(x, y), [[1.5, -0.5]] * 3, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="^x"):
+        loglog_slopes([1.0], [1.0])
+    with pytest.raises(ValueError, match="^y"):
+        loglog_slopes(x, -y)

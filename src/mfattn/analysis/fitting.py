@@ -264,6 +264,44 @@ def rms_fit(x, y, *, level: float = 0.95) -> LogLogFit:
     return LogLogFit(slope, intercept, slope - half, slope + half, level, x.size)
 
 
+def loglog_slopes(x, y) -> np.ndarray:
+    r"""Slopes of consecutive points on log-log axes: :math:`(\log y_{k+1} - \log y_k)/(\log x_{k+1} - \log x_k)`.
+
+    Parameters
+    ----------
+    x : array (n,)
+        Positive, distinct abscissae.
+    y : array (n, ...)
+        Positive values; trailing axes are separate curves.
+
+    Returns
+    -------
+    ndarray (n - 1, ...)
+        ``slopes[k]``: the slope between points ``k`` and ``k + 1``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.analysis.fitting import loglog_slopes
+    >>> x = np.array([1.0, 2.0, 4.0])
+    >>> loglog_slopes(x, np.stack([x**2, 3 / x], axis=1)).round(12).tolist()
+    [[2.0, -1.0], [2.0, -1.0]]
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.ndim != 1 or len(x) < 2 or not bool((x > 0).all()):
+        raise ValueError("x: expected at least two positive abscissae")
+    if y.shape[:1] != x.shape or not bool((y > 0).all()):
+        raise ValueError(f"y: expected positive values with first axis {len(x)}, got shape {y.shape}")
+    logx = np.log(x).reshape(-1, *[1] * (y.ndim - 1))
+    logy = np.log(y)
+    return (logy[1:] - logy[:-1]) / (logx[1:] - logx[:-1])
+
+
 class OrderFit(NamedTuple):
     """Asymptotic order of ``err ~ c h^order`` as ``h -> 0`` (see :func:`asymptotic_order`).
 

@@ -414,3 +414,390 @@ def feature_derivative_max(
         opt.step()
         project()
     return best
+
+
+def ascent_chains(
+    shapes,
+    order: int,
+    *,
+    d_k: int,
+    x_norm: float,
+    radius: float,
+    n_chains: int,
+    base_starts: int,
+    starts: int,
+    n_steps: int,
+    generator: torch.Generator,
+    init=None,
+    init_noise: float = 0.05,
+    progress: bool = True,
+):
+    r"""Independent chains of :func:`feature_derivative_max` along a sweep of sizes (Remark 3.5).
+
+    At every shape ``(d_x, d_v, L)`` the model is ``HeadModel(eye(d_x, d_v), d_k)`` (float64, CPU),
+    so :math:`\|W_{out}\| = 1`. Without ``init``, a chain keeps the best of ``base_starts`` random
+    starts at the first shape; at every later shape (or at the first one when ``init`` holds one
+    point per chain) it keeps the best of its own zero-padded point, a copy moved by
+    ``init_noise``, and ``starts`` fresh random starts. By the embedding argument of Remark 3.5 a
+    chain's value can then only rise along a sweep of growing shapes. One call of
+    :func:`feature_derivative_max` per shape draws all chains' starts from ``generator``.
+
+    Parameters
+    ----------
+    shapes : sequence of (int, int, int)
+        ``(d_x, d_v, L)`` per size, each at least the previous one in ``d_x`` and ``L``.
+    order : int
+        Derivative order ``m >= 0``.
+    d_k : int
+        Head dimension.
+    x_norm : float
+        :math:`M_X > 0`.
+    radius : float
+        :math:`M_\omega > 0`.
+    n_chains : int
+        Number of chains ``R``.
+    base_starts : int
+        Random starts per chain at the first shape (without ``init``).
+    starts : int
+        Further random starts per chain at every later shape (may be 0).
+    n_steps : int
+        Adam steps of every ascent.
+    generator : torch.Generator
+        Draws every start.
+    init : tuple of Tensor, optional
+        ``(omega (R, .), X (R, ., .), u (R, .))``: the chains' points at a smaller shape, to
+        continue from.
+    init_noise : float, default 0.05
+        Relative size of the move of the padded point's copy.
+    progress : bool, default True
+        Show progress bars.
+
+    Returns
+    -------
+    values : Tensor (len(shapes), R), float64
+        ``values[s, c]``: the value of chain ``c`` at shape ``s``.
+    points : list of (Tensor, Tensor, Tensor)
+        Per shape, the chains' points ``(omega (R, d_omega), X (R, L, d_x), u (R, d_omega))``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.smoothness import ascent_chains
+    >>> v, pts = ascent_chains([(3, 2, 3), (4, 2, 3)], 0, d_k=2, x_norm=2.0, radius=2.0, n_chains=2,
+    ...                        base_starts=2, starts=1, n_steps=50,
+    ...                        generator=torch.Generator().manual_seed(0), progress=False)
+    >>> v.shape, pts[1][1].shape
+    (torch.Size([2, 2]), torch.Size([2, 3, 4]))
+    >>> bool((v[1] >= v[0]).all())  # a chain never loses its padded point
+    True
+    """
+    shapes = [tuple(s) for s in shapes]
+    if not shapes or any(len(s) != 3 for s in shapes):
+        raise ValueError("shapes: expected a non-empty sequence of (d_x, d_v, L)")
+    for k, v in dict(n_chains=n_chains, base_starts=base_starts).items():
+        check_positive(v, k, integer=True)
+    check_positive(starts, "starts", integer=True, allow_zero=True)
+    R, vals, pts, out = n_chains, [], init, []
+    if init is not None and (not isinstance(init, (tuple, list)) or len(init) != 3 or init[0].shape[0] != R):
+        raise ValueError(f"init: expected a tuple (omega, X, u) of {R} points, one per chain")
+    for d_x, d_v, L in shapes:
+        per, K0 = (base_starts, 0) if pts is None else (starts, R)
+        model = HeadModel(torch.eye(d_x, d_v, dtype=torch.float64), d_k)
+        r = feature_derivative_max(model, order, L=L, x_norm=x_norm, radius=radius, n_starts=R * per,
+                                   n_steps=n_steps, init=pts, init_noise=init_noise if K0 else 0.0,
+                                   generator=generator, progress=progress)
+        own = [([c, K0 + c] if K0 else []) + list(range(2 * K0 + c * per, 2 * K0 + (c + 1) * per))
+               for c in range(R)]  # chain c: its padded point, its moved copy, its random starts
+        best = [max(ix, key=lambda j: float(r.value[j])) for ix in own]
+        vals.append(r.value[best])
+        pts = tuple(t[best] for t in (r.omega, r.X, r.u))
+        out.append(pts)
+    return torch.stack(vals), out
+
+
+def dimension_sweeps(
+    order: int,
+    *,
+    sizes,
+    L_sizes,
+    L: int,
+    d_k: int,
+    d_v: int = 4,
+    d_x_for_dv: int = 8,
+    generator: torch.Generator,
+    **chains,
+) -> dict:
+    r"""The three sweeps of Remark 3.5 for one derivative order: in ``d_x``, in ``d_v``, in ``L``.
+
+    In turn, from one ``generator``: :func:`ascent_chains` over ``(d_x, d_v, L)`` for ``d_x`` in
+    ``sizes``; over ``(d_x_for_dv, d, L)`` for ``d`` in ``sizes``, continuing from the first sweep's
+    points at ``d_x = d_x_for_dv``; over ``(max(l, 2 d_k), d_v, l)`` for ``l`` in ``L_sizes``.
+
+    Parameters
+    ----------
+    order : int
+        Derivative order ``m >= 0``.
+    sizes : sequence of int
+        Increasing model dimensions (and vocabulary sizes); must contain ``d_x_for_dv``.
+    L_sizes : sequence of int
+        Increasing sequence lengths.
+    L : int
+        Sequence length of the ``d_x`` and ``d_v`` sweeps.
+    d_k : int
+        Head dimension.
+    d_v : int, default 4
+        Vocabulary size of the ``d_x`` and ``L`` sweeps.
+    d_x_for_dv : int, default 8
+        Model dimension of the ``d_v`` sweep.
+    generator : torch.Generator
+        Draws every start of the three sweeps.
+    **chains
+        ``x_norm``, ``radius``, ``n_chains``, ``base_starts``, ``starts``, ``n_steps`` (and
+        optionally ``progress``) of :func:`ascent_chains`.
+
+    Returns
+    -------
+    dict
+        ``{"dx": (len(sizes), R), "dv": (len(sizes), R), "L": (len(L_sizes), R)}``, float64 tensors of
+        the chains' values.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.smoothness import dimension_sweeps
+    >>> r = dimension_sweeps(0, sizes=[4, 6], L_sizes=[2, 3], L=2, d_k=1, d_x_for_dv=4, x_norm=2.0,
+    ...                      radius=2.0, n_chains=2, base_starts=2, starts=0, n_steps=20,
+    ...                      generator=torch.Generator().manual_seed(0), progress=False)
+    >>> {k: tuple(v.shape) for k, v in r.items()}
+    {'dx': (2, 2), 'dv': (2, 2), 'L': (2, 2)}
+    """
+    sizes, L_sizes = [int(s) for s in sizes], [int(s) for s in L_sizes]
+    if d_x_for_dv not in sizes:
+        raise ValueError(f"sizes: must contain d_x_for_dv = {d_x_for_dv}, got {sizes}")
+    if not L_sizes:
+        raise ValueError("L_sizes: expected at least one length")
+    kw = dict(d_k=d_k, generator=generator, **chains)
+    dx, pts = ascent_chains([(d, d_v, L) for d in sizes], order, **kw)
+    dv, _ = ascent_chains([(d_x_for_dv, d, L) for d in sizes], order, init=pts[sizes.index(d_x_for_dv)], **kw)
+    Ls, _ = ascent_chains([(max(l, 2 * d_k), d_v, l) for l in L_sizes], order, **kw)
+    return {"dx": dx, "dv": dv, "L": Ls}
+
+
+def chain_spread(values) -> float:
+    r"""Largest relative spread between chains over a sweep: :math:`\max_s (\max_c v - \min_c v)/\max_c v`.
+
+    Parameters
+    ----------
+    values : array or Tensor (S, R)
+        Positive values of ``R`` chains at ``S`` sizes (as from :func:`ascent_chains`).
+
+    Returns
+    -------
+    float
+        The largest relative spread, in ``[0, 1)``.
+
+    Raises
+    ------
+    ValueError
+        If ``values`` is not 2-D with positive entries.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.smoothness import chain_spread
+    >>> chain_spread([[4.0, 3.0], [2.0, 2.0]])
+    0.25
+    """
+    v = torch.as_tensor(values, dtype=torch.float64)
+    if v.ndim != 2 or v.numel() == 0 or not bool((v > 0).all()):
+        raise ValueError(f"values: expected a non-empty 2-D array of positive values, got shape {tuple(v.shape)}")
+    hi, lo = v.max(1).values, v.min(1).values
+    return float(((hi - lo) / hi).max())
+
+
+def mixture_derivative(model: HeadModel, data, rho: torch.Tensor, nu: torch.Tensor, steps):
+    r"""Both sides of the first-variation identity (12) for :math:`\rho_\varepsilon = (1-\varepsilon)\rho + \varepsilon\nu`.
+
+    The left side :math:`\frac{d}{d\varepsilon}\mathcal E(\rho_\varepsilon)|_0` by the second-order
+    one-sided difference :math:`(-3f(0) + 4f(h) - f(2h))/(2h)` at each step ``h`` (a negative
+    :math:`\varepsilon` would not give a measure); the right side
+    :math:`\int\Phi(\omega;\rho)\,(\nu-\rho)(d\omega)` from :meth:`~mfattn.models.model.HeadModel.first_variation`.
+    ``rho`` and ``nu`` are uniform empirical measures.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The model.
+    data : Dataset
+        The data of the risk.
+    rho, nu : Tensor (N, d_omega), (N', d_omega)
+        Atoms of the two measures.
+    steps : sequence of float
+        Positive steps ``h``.
+
+    Returns
+    -------
+    lhs : ndarray (len(steps),), float64
+        The difference quotient at each step.
+    rhs : float
+        The right side of (12).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.smoothness import mixture_derivative
+    >>> from mfattn.models.tasks import example
+    >>> model, data, rho, _ = example()
+    >>> lhs, rhs = mixture_derivative(model, data, rho, 1.5 * rho.flip(0), [1e-3, 1e-4])
+    >>> bool(abs(lhs[1] - rhs) < 1e-6 * abs(rhs))
+    True
+    """
+    import numpy as np
+
+    rho, nu = model.check_heads(rho, "rho"), model.check_heads(nu, "nu")
+    hs = np.asarray(steps, dtype=np.float64)
+    if hs.ndim != 1 or not bool((hs > 0).all()) or not bool(np.isfinite(hs).all()):
+        raise ValueError("steps: expected a 1-D sequence of positive finite steps")
+    kw = dict(dtype=rho.dtype, device=rho.device)
+    w_rho, w_nu = torch.full((len(rho),), 1.0 / len(rho), **kw), torch.full((len(nu),), 1.0 / len(nu), **kw)
+    both = torch.cat([rho, nu])
+
+    def E_mix(eps):
+        return float(model.risk(data, both, torch.cat([(1 - eps) * w_rho, eps * w_nu])))
+
+    rhs = float(model.first_variation(data, nu, rho).mean() - model.first_variation(data, rho, rho).mean())
+    f0 = E_mix(0.0)
+    return np.array([(-3 * f0 + 4 * E_mix(h) - E_mix(2 * h)) / (2 * h) for h in hs]), rhs
+
+
+def directional_derivative_errors(model: HeadModel, data, query: torch.Tensor, heads: torch.Tensor,
+                                  u: torch.Tensor, steps):
+    r"""Errors of the gradient formula (13) against central differences of :math:`\Phi`, per step.
+
+    At each step ``h``: :math:`\max_i |(\Phi(q_i + hu_i) - \Phi(q_i - hu_i))/(2h) - \langle\nabla\Phi(q_i), u_i\rangle|
+    / \|\nabla\Phi(q_i)\|`, with :math:`\Phi = \Phi(\cdot;\rho)` for the uniform measure on ``heads``.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The model.
+    data : Dataset
+        The data.
+    query : Tensor (M, d_omega)
+        Query heads.
+    heads : Tensor (N, d_omega)
+        Atoms of the measure :math:`\rho`.
+    u : Tensor (M, d_omega)
+        Directions, one per query head.
+    steps : sequence of float
+        Positive steps ``h``.
+
+    Returns
+    -------
+    ndarray (len(steps),), float64
+        The largest relative error over the query heads, per step.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.smoothness import directional_derivative_errors
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> err = directional_derivative_errors(model, data, heads, heads, torch.ones_like(heads), [1e-2, 1e-5])
+    >>> bool(err[1] < err[0] < 1e-2)
+    True
+    """
+    import numpy as np
+
+    query, heads = model.check_heads(query, "query"), model.check_heads(heads, "heads")
+    if not isinstance(u, torch.Tensor) or u.shape != query.shape:
+        raise ValueError(f"u: expected a tensor of the query's shape {tuple(query.shape)}")
+    hs = [float(h) for h in steps]
+    if not hs or any(not (h > 0 and np.isfinite(h)) for h in hs):
+        raise ValueError("steps: expected a non-empty sequence of positive finite steps")
+    grad = model.grad_first_variation(data, query, heads)
+    dirderiv = (grad * u).sum(1)
+    out = []
+    for h in hs:
+        fd = (model.first_variation(data, query + h * u, heads) - model.first_variation(data, query - h * u, heads)) / (2 * h)
+        out.append(float(((fd - dirderiv).abs() / grad.norm(dim=1)).max()))
+    return np.array(out)
+
+
+def minibatch_mse(per: torch.Tensor, full: torch.Tensor, sizes, n_replicates: int, generator: torch.Generator):
+    r"""Squared errors of minibatch means of per-sequence gradients against the full gradient (18).
+
+    For each size ``S``, ``n_replicates`` minibatches of ``S`` sequences drawn with replacement
+    (``torch.randint`` from ``generator``, one ``(n_replicates, S)`` draw per size, in order); each
+    minibatch mean of ``per`` is compared with ``full`` in the squared Frobenius norm. Its
+    expectation is :math:`\operatorname{tr}\Sigma/S`.
+
+    Parameters
+    ----------
+    per : Tensor (n, N, d_omega)
+        Per-sequence gradients (:meth:`~mfattn.models.model.HeadModel.per_sample_grad_first_variation`).
+    full : Tensor (N, d_omega)
+        Their mean over the ``n`` sequences.
+    sizes : sequence of int
+        Minibatch sizes ``S``.
+    n_replicates : int
+        Minibatches per size.
+    generator : torch.Generator
+        Draws the indices (CPU).
+
+    Returns
+    -------
+    ndarray (len(sizes), n_replicates), float64
+        The squared errors.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.smoothness import minibatch_mse
+    >>> per = torch.randn(8, 2, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> mse = minibatch_mse(per, per.mean(0), [1, 4], 5, torch.Generator().manual_seed(1))
+    >>> mse.shape
+    (2, 5)
+    """
+    import numpy as np
+
+    check_tensor(per, "per", ndim=3)
+    check_tensor(full, "full", ndim=2)
+    if tuple(full.shape) != tuple(per.shape[1:]):
+        raise ValueError(f"full: expected shape {tuple(per.shape[1:])}, got {tuple(full.shape)}")
+    check_positive(n_replicates, "n_replicates", integer=True)
+    sizes = list(sizes)
+    if not sizes:
+        raise ValueError("sizes: expected at least one size")
+    for S in sizes:
+        check_positive(S, "sizes", integer=True)
+    check_generator(generator)
+    mse = []
+    for S in sizes:
+        idx = torch.randint(per.shape[0], (n_replicates, S), generator=generator).to(per.device)
+        est = torch.stack([per[i].mean(0) for i in idx])  # one gather per replicate: (S, N, d) at a time
+        mse.append(((est - full) ** 2).sum((1, 2)).cpu().numpy())
+    return np.array(mse)

@@ -44,6 +44,38 @@ def softmax_jacobian(z: torch.Tensor) -> torch.Tensor:
     return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
 
 
+def softmax_jacobian_top_eigenvalue(z: torch.Tensor) -> torch.Tensor:
+    r"""Largest eigenvalue of the softmax Jacobian :math:`S(z) = \operatorname{diag}(p) - pp^\top`, eq. (4).
+
+    The Lipschitz constant of the softmax at ``z``; Lemma 2.1 bounds it by 1/2.
+
+    Parameters
+    ----------
+    z : Tensor (..., d)
+        Logit vectors (batched over leading axes).
+
+    Returns
+    -------
+    Tensor (...)
+        :math:`\lambda_{\max}(S(z))` per logit vector, by ``torch.linalg.eigvalsh``.
+
+    Raises
+    ------
+    ValueError
+        If ``z`` is not a floating tensor with a logit axis.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.models.softmax import softmax_jacobian_top_eigenvalue
+    >>> float(softmax_jacobian_top_eigenvalue(torch.zeros(2, dtype=torch.float64)))  # Lemma 2.1, sharp
+    0.5
+    >>> softmax_jacobian_top_eigenvalue(torch.zeros(4, 3, dtype=torch.float64)).shape
+    torch.Size([4])
+    """
+    return torch.linalg.eigvalsh(softmax_jacobian(z))[..., -1]
+
+
 def cross_entropy(y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     r"""Cross-entropy loss (9), :math:`\ell(y,z)=\log\sum_j e^{z_j} - y^\top z`, per row.
 
