@@ -12,12 +12,19 @@ from mfattn.analysis.static import (
     certificate,
     feature_sup,
     finite_head_optimum,
+    finite_record,
+    from_record,
     iid_construction,
+    iid_summary,
     mean_field_optimum,
     minimize_first_variation,
+    optimum_record,
     round_measure,
+    rounding_gaps,
     sample_measure,
+    to_record,
 )
+from mfattn.analysis.fitting import loglog_fit
 from mfattn.models.tasks import teacher_task
 
 from conftest import make_problem
@@ -303,3 +310,84 @@ def test_minimize_is_the_named_minimiser():
         minimize(T.model, T.data, ball, method="finite-heads", generator=torch.Generator())
     with pytest.raises(ValueError, match="heads: not an option"):
         minimize(T.model, T.data, ball, method="mean-field", heads=h, generator=torch.Generator())
+
+
+def test_sphere_deviation_is_a_plain_loop_over_the_points():
+    g = torch.Generator().manual_seed(3)
+    center = torch.randn(4, generator=g, dtype=torch.float64)
+    pts = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    ball = Ball(1.3, center)
+    loop = max(abs(math.sqrt(sum((float(p[i]) - float(center[i])) ** 2 for i in range(4))) / 1.3 - 1) for p in pts)
+    assert abs(ball.sphere_deviation(pts) - loop) < 1e-14
+    assert ball.sphere_deviation(ball.project(10 * pts)) < 1e-14  # projected from outside: on the sphere
+    with pytest.raises(ValueError, match="omega"):
+        ball.sphere_deviation(torch.zeros(0, 4, dtype=torch.float64))
+
+
+def test_rounding_gaps_vanish_where_the_rounding_is_exact_and_match_a_plain_loop(problem):
+    model, data, heads, _, _ = problem
+    heads = heads[:3]
+    w = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)
+    E = float(model.risk(data, heads, w))
+    gaps = rounding_gaps(model, data, heads, w, [4, 8, 3], E)
+    assert abs(gaps[0]) < 1e-12 and abs(gaps[1]) < 1e-12  # N w_j are integers: the rounding is rho itself
+    # N = 3: largest remainders of (1.5, 0.75, 0.75) give counts (1, 1, 1) after the floors (1, 0, 0)
+    assert abs(gaps[2] - (float(model.risk(data, heads)) - E)) < 1e-12
+    with pytest.raises(ValueError, match="N_grid"):
+        rounding_gaps(model, data, heads, w, [0], E)
+
+
+def test_iid_summary_recovers_known_power_laws_and_fits_the_plain_means():
+    N = [1, 2, 4, 8, 16]
+    rec = {"N": N, "logit_error": [[3 * n ** -0.5, 3 * n ** -0.5] for n in N],
+           "logit_error_max": [[5 * n ** -0.5] * 2 for n in N], "risk_gap": [[2 / n, 2 / n] for n in N]}
+    s = iid_summary(rec)
+    assert abs(s.error.slope + 0.5) < 1e-12 and abs(s.gap.slope + 1) < 1e-12 and abs(s.abs_gap.slope + 1) < 1e-12
+    assert abs(s.order.order - 1) < 1e-9  # the gap is exactly 2 (1/N): order one in 1/N
+    # with noise: the fits are those of the plain per-N means
+    g = torch.Generator().manual_seed(0)
+    gap = [[1 / n + 0.01 * float(torch.randn(1, generator=g)) for _ in range(5)] for n in N]
+    s = iid_summary(dict(rec, risk_gap=gap))
+    means = [sum(row) / len(row) for row in gap]
+    assert max(abs(float(a) - b) for a, b in zip(s.mean_gap, means)) < 1e-15
+    if all(m > 0 for m in means):
+        assert abs(s.gap.slope - loglog_fit(N, means).slope) < 1e-12
+    neg = iid_summary(dict(rec, risk_gap=[[1 / n - 0.1] * 2 for n in N]))  # negative at N >= 16
+    assert neg.gap is None and neg.order is None
+    with pytest.raises(ValueError, match="record"):
+        iid_summary({"N": N})
+
+
+def test_optimum_and_finite_records_are_the_solvers_results(teacher):
+    T, ball = teacher
+    opts = dict(n_atoms0=2, outer=1, n_starts=4, iters=10, maxiter=10, final_starts=4, progress=False)
+    r = optimum_record(T.model, T.data, ball, generator=torch.Generator().manual_seed(0), **opts)
+    o = mean_field_optimum(T.model, T.data, ball, generator=torch.Generator().manual_seed(0), **opts)
+    assert (r["lo"], r["up"], r["atoms"], r["phi_min"]) == (*o.bracket, o.support_heads.shape[0], o.certificate.phi_min)
+    z = T.model.logits(T.data.X, o.heads, o.weights)
+    sq = [float(z[b, l].pow(2).sum()) for b in range(z.shape[0]) for l in range(z.shape[1])]
+    assert abs(r["logit_rms"] - math.sqrt(sum(sq) / len(sq))) < 1e-12
+    h, w = T.teacher_heads, T.teacher_weights
+    f = finite_record(T.model, T.data, 4, ball, h, w, generator=torch.Generator().manual_seed(1), n_random=1, iters=10)
+    g = torch.Generator().manual_seed(1)
+    inits = {"rounded": round_measure(h, w, 4), "iid": sample_measure(h, w, 4, generator=g)}
+    fo = finite_head_optimum(T.model, T.data, 4, ball, generator=g, n_random=1, iters=10, inits=inits)
+    assert (f["best"], f["values"], f["labels"]) == (fo.value, fo.values.tolist(), list(fo.labels))
+    with pytest.raises(ValueError, match="N"):
+        finite_record(T.model, T.data, 0, ball, h, w, generator=g)
+
+
+def test_records_of_results_read_back_as_the_same_results(teacher):
+    T, ball = teacher
+    c = certificate(T.model, T.data, T.teacher_heads, T.teacher_weights, ball, generator=torch.Generator().manual_seed(0),
+                    n_starts=4)
+    o = mean_field_optimum(T.model, T.data, ball, generator=torch.Generator().manual_seed(0), n_atoms0=2, outer=1,
+                           n_starts=4, iters=10, maxiter=10, final_starts=4, progress=False)
+    fo = finite_head_optimum(T.model, T.data, 2, ball, generator=torch.Generator().manual_seed(0), n_random=1, iters=5)
+    c2, o2, fo2 = (from_record(to_record(x)) for x in (c, o, fo))
+    assert type(c2) is type(c) and c2.gap == c.gap and torch.equal(c2.minimum.values, c.minimum.values)
+    assert type(o2) is type(o) and o2.bracket == o.bracket and torch.equal(o2.support_heads, o.support_heads)
+    assert fo2.value == fo.value and fo2.labels == fo.labels and torch.equal(fo2.heads, fo.heads)
+    assert from_record(to_record(0.25)) == 0.25
+    with pytest.raises(ValueError, match="record"):
+        from_record({"a": 1, "b": 2})

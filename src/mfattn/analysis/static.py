@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .._checks import check_generator, check_positive, check_tensor, check_weights
@@ -45,6 +46,7 @@ from ..models.data import Dataset
 from ..models.model import HeadModel
 from ..models.model import require_heads
 from ..models.particles import ParticleModel
+from .fitting import LogLogFit, OrderFit, asymptotic_order, loglog_fit
 
 __all__ = [
     "Ball",
@@ -63,6 +65,14 @@ __all__ = [
     "iid_construction",
     "iid_gap_coefficient",
     "feature_sup",
+    "optimum_record",
+    "finite_record",
+    "rounding_gaps",
+    "iid_record",
+    "IIDSummary",
+    "iid_summary",
+    "to_record",
+    "from_record",
     "MINIMIZERS",
     "minimize",
 ]
@@ -167,6 +177,35 @@ class Ball:
         [5.0, 0.0]
         """
         return (omega - self.centre_for(omega)).norm(dim=-1)
+
+    def sphere_deviation(self, omega: torch.Tensor) -> float:
+        """How far the points are from the boundary sphere: ``max | ||omega - center|| / radius - 1 |``.
+
+        Parameters
+        ----------
+        omega : Tensor (..., d_omega)
+            Points, one per row; at least one.
+
+        Returns
+        -------
+        float
+            The largest relative distance of a point's norm to the radius (0 when all lie on the sphere).
+
+        Raises
+        ------
+        ValueError
+            Naming ``omega`` when it holds no point.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.analysis.static import Ball
+        >>> Ball(2.0).sphere_deviation(torch.tensor([[0.0, 2.0], [1.5, 0.0]]))
+        0.25
+        """
+        if omega.numel() == 0:
+            raise ValueError("omega: holds no point")
+        return float((self.norm(omega) / self.radius - 1).abs().max())
 
     def project(self, omega: torch.Tensor) -> torch.Tensor:
         """Euclidean projection onto the ball, row by row (points inside are unchanged).
@@ -1532,6 +1571,348 @@ def feature_sup(model: HeadModel, X: torch.Tensor, ball: Ball, *, generator: tor
             f = torch.where(ok, ft, f)
             step = torch.where(ok, 1.5 * step, 0.5 * step)
     return float(f.max().sqrt())
+
+
+# --------------------------------------------- chapter 03's measurements as records and summaries
+def optimum_record(model: HeadModel, data: Dataset, ball: Ball, *, generator: torch.Generator, **options) -> dict:
+    """The mean-field optimum over ``K`` summarised as a JSON-ready record (one point of a sweep over ``K``).
+
+    Runs :func:`mean_field_optimum` and keeps what chapter 03 prints and draws of it.
+
+    Parameters
+    ----------
+    model : HeadModel
+    data : Dataset
+    ball : Ball
+        The compact set ``K``.
+    generator : torch.Generator
+        Seeded CPU generator of the solver.
+    **options
+        Further keyword arguments of :func:`mean_field_optimum` (``n_atoms0``, ``outer``, ...).
+
+    Returns
+    -------
+    dict
+        ``lo``, ``up``: the bracket of ``inf E``; ``atoms``: the support's atom count;
+        ``on_sphere``: :meth:`Ball.sphere_deviation` of the solver's atoms; ``phi_min``: the
+        certificate's ``min_K Phi``; ``logit_rms``: the root mean square over the data of the
+        optimum's logit norm ``||z_l||``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``ball`` when it is not a :class:`Ball`, or the invalid option (from the solver).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.static import Ball, optimum_record
+    >>> from mfattn.models.tasks import example
+    >>> model, data, _, _ = example()
+    >>> r = optimum_record(model, data, Ball(8.0), generator=torch.Generator().manual_seed(0), n_atoms0=2,
+    ...                    outer=1, n_starts=4, iters=10, maxiter=10, final_starts=4, progress=False)
+    >>> sorted(r), r["lo"] <= r["up"]
+    (['atoms', 'lo', 'logit_rms', 'on_sphere', 'phi_min', 'up'], True)
+    """
+    ball = check_ball(ball)
+    o = mean_field_optimum(model, data, ball, generator=generator, **options)
+    z = model.logits(data.X, o.heads, o.weights)
+    return dict(lo=o.bracket[0], up=o.bracket[1], atoms=o.support_heads.shape[0],
+                on_sphere=ball.sphere_deviation(o.heads), phi_min=o.certificate.phi_min,
+                logit_rms=float(z.pow(2).sum(-1).mean().sqrt()))
+
+
+def finite_record(model: HeadModel, data: Dataset, N: int, ball: Ball, heads, weights, *,
+                  generator: torch.Generator, **options) -> dict:
+    """``inf E_N`` estimated from above, with restarts from the rounding and an i.i.d. draw of a measure.
+
+    :func:`finite_head_optimum` with its random restarts and two more: ``"rounded"``, the
+    :func:`round_measure` of ``(heads, weights)`` to ``N`` heads, and ``"iid"``, a
+    :func:`sample_measure` draw from it (drawn first from ``generator``, which then seeds the
+    random restarts). The result is JSON-ready (one point of a sweep over ``N``).
+
+    Parameters
+    ----------
+    model : HeadModel
+    data : Dataset
+    N : int
+        Number of heads, positive.
+    ball : Ball
+        The compact set ``K``.
+    heads : Tensor (m, d_omega)
+        Atoms of the measure the two extra restarts start from (a mean-field optimum).
+    weights : Tensor (m,)
+        Their weights, on the simplex.
+    generator : torch.Generator
+        Seeded CPU generator.
+    **options
+        Further keyword arguments of :func:`finite_head_optimum` (``n_random``, ``iters``, ...).
+
+    Returns
+    -------
+    dict
+        ``best``: the best value, an upper estimate of ``inf E_N``; ``values``: every restart's final
+        value (list of float); ``labels``: where each started (list of str).
+
+    Raises
+    ------
+    ValueError
+        Naming ``N`` when it is not a positive integer, or the invalid argument (from the solver).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.static import Ball, finite_record
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> w = torch.full((heads.shape[0],), 1.0 / heads.shape[0], dtype=heads.dtype)
+    >>> r = finite_record(model, data, 3, Ball(8.0), heads, w, generator=torch.Generator().manual_seed(0),
+    ...                   n_random=1, iters=10, polish_max=0)
+    >>> r["labels"], r["best"] == min(r["values"])
+    (['random', 'rounded', 'iid'], True)
+    """
+    check_positive(N, "N", integer=True)
+    inits = {"rounded": round_measure(heads, weights, N), "iid": sample_measure(heads, weights, N, generator=generator)}
+    fo = finite_head_optimum(model, data, N, ball, generator=generator, inits=inits, **options)
+    return dict(best=fo.value, values=fo.values.tolist(), labels=list(fo.labels))
+
+
+def rounding_gaps(model: ParticleModel, data, heads, weights, N_grid, reference: float) -> np.ndarray:
+    """``E(rounding of rho to N heads) - reference`` for every ``N`` of ``N_grid`` (:func:`round_measure`).
+
+    Parameters
+    ----------
+    model : ParticleModel
+    data : Dataset
+    heads : Tensor (m, d_omega)
+        Atoms of rho.
+    weights : Tensor (m,)
+        Their weights, on the simplex.
+    N_grid : iterable of int
+        Numbers of heads, each positive.
+    reference : float
+        The risk the gaps are measured from (``E(rho)``, or the upper end of a bracket of ``inf E``).
+
+    Returns
+    -------
+    ndarray (len(N_grid),)
+        The gaps, float64.
+
+    Raises
+    ------
+    ValueError
+        Naming ``N_grid`` when it holds a non-positive number, or ``reference`` when it is not finite.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.static import rounding_gaps
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> w = torch.full((heads.shape[0],), 1.0 / heads.shape[0], dtype=heads.dtype)
+    >>> E = float(model.risk(data, heads, w))
+    >>> bool(abs(rounding_gaps(model, data, heads, w, [heads.shape[0]], E)[0]) < 1e-12)  # exact at N = m
+    True
+    """
+    N_grid = [int(N) for N in N_grid]
+    if any(N < 1 for N in N_grid):
+        raise ValueError(f"N_grid: every N must be positive, got {N_grid}")
+    if not math.isfinite(reference):
+        raise ValueError(f"reference: must be finite, got {reference}")
+    return np.array([float(model.risk(data, round_measure(heads, weights, N))) - reference for N in N_grid])
+
+
+def iid_record(model: ParticleModel, data, heads, weights, N_grid, *, n_draws: int, generator: torch.Generator,
+               progress: bool = True) -> dict:
+    """:func:`iid_construction` with its arrays as nested lists: a JSON-ready point of a sweep.
+
+    Parameters
+    ----------
+    model, data, heads, weights, N_grid, n_draws, generator, progress
+        As in :func:`iid_construction`.
+
+    Returns
+    -------
+    dict
+        The keys of :func:`iid_construction`, every array as a nested list of float.
+
+    Raises
+    ------
+    ValueError
+        As :func:`iid_construction`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.static import iid_record
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> r = iid_record(model, data, heads, None, [1, 2], n_draws=3, generator=torch.Generator().manual_seed(0),
+    ...                progress=False)
+    >>> r["N"], len(r["risk_gap"]), len(r["risk_gap"][0])
+    ([1, 2], 2, 3)
+    """
+    r = iid_construction(model, data, heads, weights, N_grid, n_draws=n_draws, generator=generator, progress=progress)
+    return {name: v.tolist() if isinstance(v, np.ndarray) else v for name, v in r.items()}
+
+
+class IIDSummary(NamedTuple):
+    """The i.i.d. construction at one measure, with the fits chapter 03 reads off it (:func:`iid_summary`).
+
+    Parameters
+    ----------
+    N : ndarray (n_N,)
+        The numbers of heads.
+    logit_error, logit_error_max, risk_gap : ndarray (n_N, n_draws)
+        As in :func:`iid_construction`.
+    mean_gap : ndarray (n_N,)
+        The mean risk gap over draws.
+    error : LogLogFit
+        Log-log fit of the mean logit error (15) against ``N``.
+    gap : LogLogFit or None
+        Log-log fit of the mean risk gap; ``None`` unless it is positive at every ``N``.
+    abs_gap : LogLogFit
+        Log-log fit of the mean of ``|risk gap|``.
+    order : OrderFit or None
+        The mean gap's order in ``1/N`` as ``1/N -> 0`` (:func:`~mfattn.analysis.fitting.asymptotic_order`);
+        ``None`` unless the mean gap is positive at every ``N``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.analysis.static import iid_summary
+    >>> N = [1, 2, 4, 8]
+    >>> s = iid_summary({"N": N, "logit_error": [[n ** -0.5] * 2 for n in N],
+    ...                  "logit_error_max": [[n ** -0.5] * 2 for n in N], "risk_gap": [[1 / n] * 2 for n in N]})
+    >>> round(float(s.error.slope), 6), round(float(s.gap.slope), 6)
+    (-0.5, -1.0)
+    """
+
+    N: np.ndarray
+    logit_error: np.ndarray
+    logit_error_max: np.ndarray
+    risk_gap: np.ndarray
+    mean_gap: np.ndarray
+    error: LogLogFit
+    gap: LogLogFit | None
+    abs_gap: LogLogFit
+    order: OrderFit | None
+
+
+def iid_summary(record: dict) -> IIDSummary:
+    """Fit the i.i.d. construction's logit error and risk gap against ``N`` (chapter 03, (15) and Theorem 4.1).
+
+    The mean gap of a non-optimal measure is ``1/N`` under a noise of ``N^-1/2 / sqrt(n_draws)``: it can
+    come out negative at large ``N``, where no power law can be fitted, so its fits are then ``None``.
+    The mean gap is ``a/N + b/N^2 + ...``: its order as ``1/N -> 0`` is estimated by Richardson
+    extrapolation of the local slopes (:func:`~mfattn.analysis.fitting.asymptotic_order`).
+
+    Parameters
+    ----------
+    record : dict
+        What :func:`iid_construction` or :func:`iid_record` returns (other keys are ignored): ``"N"``,
+        ``"logit_error"``, ``"logit_error_max"`` and ``"risk_gap"``, arrays or nested lists
+        ``(len(N), n_draws)``.
+
+    Returns
+    -------
+    IIDSummary
+
+    Raises
+    ------
+    ValueError
+        Naming ``record`` when a key is missing or an array's shape does not match ``N``.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.static import iid_summary
+    >>> s = iid_summary({"N": [1, 2, 4], "logit_error": [[1.0], [0.7], [0.5]],
+    ...                  "logit_error_max": [[2.0], [1.4], [1.0]], "risk_gap": [[0.1], [-0.01], [0.02]]})
+    >>> s.gap is None, s.order is None, s.mean_gap.tolist()
+    (True, True, [0.1, -0.01, 0.02])
+    """
+    keys = ("N", "logit_error", "logit_error_max", "risk_gap")
+    if not isinstance(record, dict) or any(k not in record for k in keys):
+        raise ValueError(f"record: expected a dict with the keys {list(keys)}")
+    N = np.array(record["N"])
+    err, err_max, gap = (np.array(record[k], dtype=np.float64) for k in keys[1:])
+    if any(a.ndim != 2 or a.shape[0] != N.size for a in (err, err_max, gap)):
+        raise ValueError(f"record: arrays must be (len(N), n_draws) = ({N.size}, n_draws)")
+    mean_gap = gap.mean(1)
+    positive = bool(np.all(mean_gap > 0))
+    return IIDSummary(N, err, err_max, gap, mean_gap, loglog_fit(N, err.mean(1)),
+                      loglog_fit(N, mean_gap) if positive else None, loglog_fit(N, np.abs(gap).mean(1)),
+                      asymptotic_order(1.0 / N, mean_gap) if positive else None)
+
+
+def to_record(result) -> dict:
+    """A result of this module as a dict of tensors, numbers and strings (saved and read back without unpickling).
+
+    Parameters
+    ----------
+    result : Certificate, MeanFieldOptimum, FiniteOptimum or any value
+        A :class:`Certificate`, :class:`MeanFieldOptimum` or :class:`FiniteOptimum`; anything else
+        (a number) is kept as it is.
+
+    Returns
+    -------
+    dict
+        One key, the result's kind (``"value"`` for anything else), mapping to its fields.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.static import FiniteOptimum, from_record, to_record
+    >>> fo = FiniteOptimum(torch.zeros(2, 3), 0.5, torch.tensor([0.5, 0.7]), ("random", "rounded"))
+    >>> rec = to_record(fo)
+    >>> list(rec), from_record(rec).value, to_record(1.5)
+    (['FiniteOptimum'], 0.5, {'value': 1.5})
+    """
+    if isinstance(result, Certificate):
+        return {"Certificate": dict(result._asdict(), minimum=result.minimum._asdict())}
+    if isinstance(result, MeanFieldOptimum):
+        return {"MeanFieldOptimum": dict(vars(result), certificate=to_record(result.certificate))}
+    if isinstance(result, FiniteOptimum):
+        return {"FiniteOptimum": result._asdict()}
+    return {"value": result}
+
+
+def from_record(record: dict):
+    """The result :func:`to_record` wrote, rebuilt.
+
+    Parameters
+    ----------
+    record : dict
+        What :func:`to_record` returned (or its saved copy).
+
+    Returns
+    -------
+    Certificate, MeanFieldOptimum, FiniteOptimum or the value
+
+    Raises
+    ------
+    ValueError
+        Naming ``record`` when it is not a one-key dict of a known kind.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.static import from_record
+    >>> from_record({"value": 2.0})
+    2.0
+    >>> from_record({"Run": {}})
+    Traceback (most recent call last):
+    ...
+    ValueError: record: expected one key among ['Certificate', 'FiniteOptimum', 'MeanFieldOptimum', 'value']
+    """
+    kinds = ["Certificate", "FiniteOptimum", "MeanFieldOptimum", "value"]
+    if not isinstance(record, dict) or len(record) != 1 or next(iter(record)) not in kinds:
+        raise ValueError(f"record: expected one key among {kinds}")
+    (kind, v), = record.items()
+    if kind == "Certificate":
+        return Certificate(**dict(v, minimum=PhiMinimum(**v["minimum"])))
+    if kind == "MeanFieldOptimum":
+        return MeanFieldOptimum(**dict(v, certificate=from_record(v["certificate"])))
+    return FiniteOptimum(**v) if kind == "FiniteOptimum" else v
 
 
 # ------------------------------------------------------------------- one entry to the minimisers
