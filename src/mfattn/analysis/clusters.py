@@ -795,7 +795,7 @@ def angle_histograms(X, bins) -> np.ndarray:
     X : array_like (B, n, 2)
         Tokens on the circle.
     bins : array_like (K + 1,)
-        Increasing bin edges in ``[-pi, pi]`` (the last bin closed, as :func:`numpy.histogram`).
+        Increasing bin edges in ``[-pi, pi]`` (the last bin closed, as ``numpy.histogram``).
 
     Returns
     -------
