@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from mfattn.analysis.chaos import DOMINATED_BELOW, ChaosResult, ChaosSetup, expected_floor_ratio, floor_corrected
+from mfattn.analysis.chaos import DOMINATED_BELOW, FIRST, ChaosResult, ChaosSetup, expected_floor_ratio, floor_corrected
 from mfattn.companion.sweep import run_chaos
 from mfattn.flows.integrate import integrate
 from mfattn.flows.seeds import stream
@@ -146,19 +146,24 @@ def test_heads_characteristics_agree_with_zero_weight_passengers():
 
     setup = ChaosSetup(model, data, draw=draw, train=train)
     refs = [setup.reference(w, 40) for w in (1, 2)]
-    out = setup.point(refs, 3, 0)
-    h0 = draw(3, "heads", 0)
+    n = FIRST + 4  # more heads than the fixed-size maximum takes
+    out = setup.point(refs, n, 0)
+    h0 = draw(n, "heads", 0)
     run = train(h0)
 
     def carried(w):  # the reference with h0 as passengers of weight zero
         cloud = torch.cat([ref_cloud[w], h0])
-        weights = torch.cat([torch.full((40,), 1 / 40, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)])
+        weights = torch.cat([torch.full((40,), 1 / 40, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)])
         return integrate(model, data, cloud, stepper="rk4", step=0.1, T=0.6, record_every=0.2, batch_size=None,
                          weights=weights, progress=False).heads[:, 40:]
 
     ta, tb = carried(1), carried(2)
     e = (run.heads - ta).norm(dim=-1)
     np.testing.assert_allclose(out["e_max"], e.max(1).values.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out["e_max_first"], e[:, :FIRST].max(1).values.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out["floor_e_max_first"], (tb - ta)[:, :FIRST].norm(dim=-1).max(1).values.numpy(),
+                               rtol=1e-9, atol=1e-12)
+    assert all(a <= b for a, b in zip(out["e_max_first"], out["e_max"]))
     np.testing.assert_allclose(out["e_rms"], e.pow(2).mean(1).sqrt().numpy(), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(out["floor_e_rms"], (tb - ta).norm(dim=-1).pow(2).mean(1).sqrt().numpy(),
                                rtol=1e-9, atol=1e-12)

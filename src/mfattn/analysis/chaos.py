@@ -40,11 +40,16 @@ from ..models.particles import ParticleModel
 from .fitting import LogLogFit, loglog_fit, rms_fit
 from .transport import lipschitz_discrepancy, lipschitz_parts
 
-__all__ = ["QUANTITIES", "DOMINATED_BELOW", "ChaosSetup", "ChaosResult", "Corrected", "chaos_errors",
+__all__ = ["QUANTITIES", "FIRST", "DOMINATED_BELOW", "ChaosSetup", "ChaosResult", "Corrected", "chaos_errors",
            "expected_floor_ratio", "floor_corrected"]
 
 #: The quantities of a run, each a list over the recording times (see :func:`chaos_errors`).
-QUANTITIES = ("e_max", "e_rms", "d24", "d24_tags", "d24_tags_lin", "d24_tags_dist", "d25", "d25_tags")
+QUANTITIES = ("e_max", "e_max_first", "e_rms", "d24", "d24_tags", "d24_tags_lin", "d24_tags_dist", "d25", "d25_tags")
+
+#: The heads of ``e_max_first``: the maximum over a number of heads that does not grow with ``N`` (the
+#: smallest ``N`` of the chapters' grids), which tells the growth of a maximum over more heads apart
+#: from the rate of each head's error.
+FIRST = 16
 
 #: A point is dominated by the floor when its raw value is below this multiple of the floor.
 DOMINATED_BELOW = 2.0
@@ -263,7 +268,9 @@ class ChaosSetup:
         Returns
         -------
         dict
-            JSON-ready: each quantity of :func:`chaos_errors` present (``e_max``, ``e_rms`` always;
+            JSON-ready: each quantity of :func:`chaos_errors` present (``e_max``, ``e_rms`` always, and
+            ``e_max_first``, the maximum over the first :data:`FIRST` heads only (all of them when
+            ``N`` is smaller);
             ``d24``, ``d24_tags`` with ``tests``, and the halves of ``d24_tags`` over the linear and
             the distance test functions, ``d24_tags_lin`` and ``d24_tags_dist``
             (:func:`~mfattn.analysis.transport.lipschitz_parts`); ``d25``, ``d25_tags`` with
@@ -312,6 +319,8 @@ class ChaosSetup:
                "travel": float((run.heads[-1] - h0).norm(dim=-1).pow(2).mean().sqrt())}
         out["e_max"], out["e_rms"] = _pathwise(run.heads, ta)
         out["floor_e_max"], out["floor_e_rms"] = _pathwise(tb, ta)
+        out["e_max_first"] = _pathwise(run.heads[:, :FIRST], ta[:, :FIRST])[0]
+        out["floor_e_max_first"] = _pathwise(tb[:, :FIRST], ta[:, :FIRST])[0]
         R = range(run.heads.shape[0])
         if self.tests:
             D, C = self.tests
