@@ -9,7 +9,10 @@
   rescaled clock with an O(h) error, and not at the unrescaled one;
 * :func:`adam_on_risk`: the engine's Adam equals ``torch.optim.Adam`` on the risk's autograd gradient;
 * :func:`adam_speed`, :func:`adam_crossover`, :func:`crossing`: closed forms (one or two gradient
-  magnitudes; power laws, on which log-linear interpolation is exact).
+  magnitudes; power laws, on which log-linear interpolation is exact);
+* :func:`rms_distance`: a plain loop over heads and coordinates; :func:`empirical_grad_phi`: N times the
+  risk's autograd gradient; :func:`heavy_ball_clock`: ``torch.optim.SGD`` with momentum in a plain loop
+  against the linear model's closed-form gradient flow.
 """
 
 import math
@@ -22,8 +25,8 @@ from scipy.optimize import brentq
 
 from mfattn.flows.integrate import Adam, Constant, Decaying, HeavyBall, Kinetic, integrate
 from mfattn.models.linear import linear_regression
-from mfattn.flows.optimizers import (adam_crossover, adam_on_risk, adam_speed, crossing, heavy_ball_time,
-                               kinetic_balance)
+from mfattn.flows.optimizers import (adam_crossover, adam_on_risk, adam_speed, crossing, empirical_grad_phi,
+                                     heavy_ball_clock, heavy_ball_time, kinetic_balance, rms_distance)
 from mfattn.models.tasks import teacher_task
 
 F64 = torch.float64
@@ -275,3 +278,61 @@ def test_crossing_is_nan_without_a_crossing_and_checks_input():
     for bad in ([1.0, 0.5, 0.0, 0.1], [1.0, -0.5, 0.3, 0.1]):
         with pytest.raises(ValueError, match="^y"):
             crossing([1, 2, 4, 8], bad, 0.4)
+
+
+# ------------------------------------------------- rms_distance, empirical_grad_phi, heavy_ball_clock
+def test_rms_distance_is_a_plain_loop_over_heads():
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(3, 7, 4, generator=g, dtype=F64), torch.randn(3, 7, 4, generator=g, dtype=F64)
+    for r in range(3):
+        loop = math.sqrt(sum(sum((float(a[r, i, j]) - float(b[r, i, j])) ** 2 for j in range(4)) for i in range(7)) / 7)
+        assert float(rms_distance(a, b)[r]) == pytest.approx(loop, rel=1e-13)
+        assert float(rms_distance(a[r], b[r])) == pytest.approx(loop, rel=1e-13)
+    np.testing.assert_allclose(rms_distance(a, b[0]).numpy(), [float(rms_distance(a[r], b[0])) for r in range(3)])
+    with pytest.raises(ValueError, match="^a"):
+        rms_distance(torch.zeros(4), torch.zeros(4))
+    with pytest.raises(ValueError, match="^b"):
+        rms_distance(a, torch.zeros(7, 5, dtype=F64))
+
+
+def test_empirical_grad_phi_is_n_times_the_risks_autograd_gradient(heads_task):
+    model, data, h0 = heads_task
+    W = h0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(model.risk(data, W), W)  # d E(rho^N) / d omega_i = grad Phi(omega_i) / N
+    torch.testing.assert_close(empirical_grad_phi(model, data, h0), h0.shape[0] * g, rtol=0, atol=1e-13)
+    for bad in (h0[:, :-1], h0[0], h0[:0]):
+        with pytest.raises(ValueError, match="^heads"):
+            empirical_grad_phi(model, data, bad)
+
+
+def test_heavy_ball_clock_against_torch_sgd_and_the_closed_form_flow():
+    """Oracle: torch.optim.SGD(momentum) on 2 zeta grad Phi in a plain loop, against the linear model's
+    closed-form gradient flow at tau = k alpha / (1 - mu) and at k alpha."""
+    model, data, _ = linear_regression(d=3, n=25, generator=torch.Generator().manual_seed(4), noise=0.3)
+    h0 = torch.randn(6, 3, generator=torch.Generator().manual_seed(6), dtype=F64)
+    mu, T, zeta, records, lrs = 0.5, 1.0, 0.5, 4, [1 / 16, 1 / 32]
+    got = heavy_ball_clock(model, data, h0, momentum=mu, learning_rates=lrs, T=T, zeta=zeta, records=records,
+                           substeps=32)
+    w = torch.full((6,), 1 / 6, dtype=F64)
+    for i, a in enumerate(lrs):
+        p = h0.clone().requires_grad_(True)
+        opt = torch.optim.SGD([p], lr=a, momentum=mu)
+        per = round(T * (1 - mu) / records / a)
+        res, un = [0.0], [0.0]
+        for k in range(1, records * per + 1):
+            opt.zero_grad()
+            p.grad = 2 * zeta * model.grad_phi(data.X, data.Y, p.detach(), w)
+            opt.step()
+            if k % per == 0:
+                t = k * a
+                flow = model.exact_flow(data, h0, [t / (1 - mu), t], zeta=zeta)
+                res.append(math.sqrt(float(((p.detach() - flow[0]) ** 2).sum(-1).mean())))
+                un.append(math.sqrt(float(((p.detach() - flow[1]) ** 2).sum(-1).mean())))
+        assert got["rescaled"][i] == pytest.approx(max(res), rel=1e-6)
+        assert got["unrescaled"][i] == pytest.approx(max(un), rel=1e-6)
+    assert got["unrescaled"][1] > 3 * got["rescaled"][1]
+    for kw, name in ((dict(momentum=1.0), "momentum"), (dict(learning_rates=[0.0]), "learning_rates"),
+                     (dict(learning_rates=[0.3]), "learning_rates"), (dict(T=0.0), "T")):
+        args = dict(momentum=mu, learning_rates=lrs, T=T, records=records) | kw
+        with pytest.raises(ValueError, match=f"^{name}"):
+            heavy_ball_clock(model, data, h0, **args)

@@ -363,6 +363,17 @@ def test_asymptotic_order_sees_through_higher_order_terms():
         asymptotic_order(h, errs[:, :-1])
 
 
+
+def test_order_fit_text_is_the_signed_order_and_interval():
+    from mfattn.analysis.fitting import OrderFit
+
+    fit = OrderFit(order=0.99951, order_lo=-0.25049, order_hi=2.5, level=0.95, n=3)
+    assert fit.text() == "+1.000  [-0.250, +2.500]"  # written out by hand: signed, two spaces, the interval
+    assert fit.text(0) == "+1  [-0, +2]"
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="^digits"):
+            fit.text(bad)
+
 def test_fmt_prints_what_the_run_determines():
     from mfattn.companion.book import fmt
 

@@ -359,6 +359,35 @@ class OrderFit(NamedTuple):
         """
         return self.order_lo <= order <= self.order_hi
 
+    def text(self, digits: int = 3) -> str:
+        """The order and its interval as a printout shows them, signed: ``+1.012  [+0.981, +1.043]``.
+
+        Parameters
+        ----------
+        digits : int, default 3
+            Decimals, ``>= 0``.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        ValueError
+            Naming ``digits`` when it is negative or not an integer.
+
+        Examples
+        --------
+        >>> from mfattn.analysis.fitting import OrderFit
+        >>> OrderFit(order=1.0123, order_lo=0.9811, order_hi=1.0432, level=0.95, n=6).text()
+        '+1.012  [+0.981, +1.043]'
+        >>> OrderFit(-0.5, -0.75, 0.25, 0.95, 4).text(digits=1)
+        '-0.5  [-0.8, +0.2]'
+        """
+        if not isinstance(digits, int) or isinstance(digits, bool) or digits < 0:
+            raise ValueError(f"digits: expected an integer >= 0, got {digits!r}")
+        return f"{self.order:+.{digits}f}  [{self.order_lo:+.{digits}f}, {self.order_hi:+.{digits}f}]"
+
 
 def asymptotic_order(h, err, *, level: float = 0.95) -> OrderFit:
     r"""Order of convergence from errors on a geometric grid of steps, corrections included.

@@ -15,7 +15,13 @@ The steppers themselves live in :mod:`mfattn.flows.integrate` (``heavy-ball``, `
 * :func:`adam_speed` and :func:`adam_crossover`: the speed of Adam's heads relative to
   :math:`\varepsilon = 0` once :math:`\varepsilon` meets the gradient's coordinates, and the number of
   heads :math:`N^*` at which it halves (chapter 08, (8.7));
-* :func:`crossing`: where a measured decreasing curve crosses a level, on log axes.
+* :func:`crossing`: where a measured decreasing curve crosses a level, on log axes;
+* :func:`rms_distance`: the RMS over heads of the distance between two populations (a pathwise error,
+  a displacement);
+* :func:`empirical_grad_phi`: :math:`\nabla\Phi` of every head of a population under its own
+  empirical measure;
+* :func:`heavy_ball_clock`: heavy ball at a fixed momentum against the gradient flow of the same heads,
+  on the clock :func:`heavy_ball_time` and on the unrescaled one (chapter 08, (8.5)).
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ import numpy as np
 import torch
 
 from .._checks import check_positive
-from .integrate import Adam, Constant, Run, as_profile
+from .dynamics import reference_flow
+from .integrate import Adam, Constant, HeavyBall, Run, as_profile, integrate
 
-__all__ = ["kinetic_balance", "heavy_ball_time", "adam_on_risk", "adam_speed", "adam_crossover", "crossing"]
+__all__ = ["kinetic_balance", "heavy_ball_time", "adam_on_risk", "adam_speed", "adam_crossover", "crossing",
+           "rms_distance", "empirical_grad_phi", "heavy_ball_clock"]
 
 
 def kinetic_balance(run: Run) -> dict:
@@ -310,3 +318,173 @@ def crossing(x, y, level: float) -> float:
     lx, ly = np.log(x[i - 1:i + 1]), np.log(y[i - 1:i + 1])
     u = (math.log(level) - ly[0]) / (ly[1] - ly[0])
     return float(math.exp(lx[0] + u * (lx[1] - lx[0])))
+
+
+def rms_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    r"""The RMS over heads of the distance between two populations, :math:`\big(\frac1N\sum_i
+    |a_i - b_i|^2\big)^{1/2}`, over the last two axes (heads, coordinates): a pathwise error (36)
+    between a run and its characteristics, or the displacement of heads from their start.
+
+    Parameters
+    ----------
+    a : Tensor (..., N, d)
+        Heads, possibly recorded at several times (``Run.heads``, ``(R, N, d)``).
+    b : Tensor
+        Heads of a shape that broadcasts against ``a`` (the same records, or one population ``(N, d)``).
+
+    Returns
+    -------
+    Tensor (...)
+        One distance per leading index of the broadcast shape (0-dim for two populations).
+
+    Raises
+    ------
+    ValueError
+        Naming ``a`` when it is not a tensor of at least two axes, or ``b`` when it is not a tensor
+        that broadcasts against ``a``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.flows.optimizers import rms_distance
+    >>> a = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float64)
+    >>> float(rms_distance(a, torch.zeros(2, 2, dtype=torch.float64)))   # sqrt((25 + 0) / 2)
+    3.5355339059327378
+    >>> rms_distance(torch.stack([a, 2 * a]), a).tolist()     # one per record
+    [0.0, 3.535533905932738]
+    """
+    if not isinstance(a, torch.Tensor) or a.ndim < 2:
+        raise ValueError("a: expected a tensor of heads (..., N, d)")
+    if not isinstance(b, torch.Tensor) or b.ndim < 2:
+        raise ValueError("b: expected a tensor of heads (..., N, d)")
+    try:
+        torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        raise ValueError(f"b: shape {tuple(b.shape)} does not broadcast against a's {tuple(a.shape)}") from None
+    return (a - b).norm(dim=-1).pow(2).mean(-1).sqrt()
+
+
+def empirical_grad_phi(model, data, heads: torch.Tensor) -> torch.Tensor:
+    r""":math:`\nabla\Phi(\omega_i;\rho^N)` of every head of ``heads`` under their own empirical
+    measure :math:`\rho^N = \frac1N\sum_i\delta_{\omega_i}`, averaged over the whole dataset: the
+    gradient the mean-field scaling hands each head, :math:`N` times the risk's own gradient
+    :math:`\partial_{\omega_i}\mathcal E(\rho^N)`.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        The model (``grad_phi`` and ``d_omega``).
+    data : Dataset
+        The sequences ``X`` and labels ``Y``.
+    heads : Tensor (N, d_omega)
+        The population, in the model's dtype and on its device.
+
+    Returns
+    -------
+    Tensor (N, d_omega)
+
+    Raises
+    ------
+    ValueError
+        Naming ``heads`` when it is not a non-empty ``(N, d_omega)`` tensor.
+
+    Examples
+    --------
+    >>> from mfattn.flows.optimizers import empirical_grad_phi
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, w = example()
+    >>> g = empirical_grad_phi(model, data, heads)
+    >>> tuple(g.shape), bool(g.equal(model.grad_phi(data.X, data.Y, heads, w)))
+    ((5, 24), True)
+    """
+    if not isinstance(heads, torch.Tensor) or heads.ndim != 2 or heads.shape[0] == 0 \
+            or heads.shape[1] != model.d_omega:
+        raise ValueError(f"heads: expected a non-empty tensor (N, {model.d_omega})")
+    n = heads.shape[0]
+    return model.grad_phi(data.X, data.Y, heads, torch.full((n,), 1.0 / n, dtype=heads.dtype, device=heads.device))
+
+
+def heavy_ball_clock(model, data, heads: torch.Tensor, *, momentum: float, learning_rates, T: float,
+                     zeta: float = 1.0, records: int = 8, substeps: int = 16) -> dict:
+    r"""Heavy ball at a fixed momentum :math:`\mu` against the gradient flow of the same heads, on the
+    clock (8.5) of chapter 08 and on the unrescaled one.
+
+    For each learning rate :math:`\alpha`, the heads run by the ``heavy-ball`` stepper (whole dataset)
+    up to the clock :math:`k\alpha = T(1-\mu)`, which :func:`heavy_ball_time` maps to the flow's time
+    :math:`T`. At ``records`` equally spaced recordings, the RMS distance over heads
+    (:func:`rms_distance`) is taken to the gradient flow :math:`\dot W = -2\zeta\nabla\Phi(W;\rho_t)`
+    (:func:`~mfattn.flows.dynamics.reference_flow`, Runge-Kutta with ``substeps`` steps per recording)
+    at the rescaled time :math:`\tau = k\alpha/(1-\mu)`, and at the unrescaled time :math:`k\alpha`;
+    the maximum over the recordings is returned. The first should fall like :math:`\alpha`, the second
+    should not fall.
+
+    Parameters
+    ----------
+    model : ParticleModel
+        The model.
+    data : Dataset
+        The whole dataset (no minibatches).
+    heads : Tensor (N, d_omega)
+        The heads at the start (heavy ball starts at rest).
+    momentum : float
+        :math:`\mu \in [0, 1)`.
+    learning_rates : sequence of float
+        The :math:`\alpha`, positive; each must fit a whole number of steps into a recording
+        interval :math:`T(1-\mu)/` ``records``.
+    T : float
+        The gradient flow's horizon, positive.
+    zeta : float, default 1.0
+        The constant learning-rate profile of both dynamics.
+    records, substeps : int
+        Recordings over the horizon (the start not counted); Runge-Kutta steps per recording.
+
+    Returns
+    -------
+    dict
+        ``rescaled`` and ``unrescaled``: lists of float, one per learning rate, the largest RMS
+        distance over the recordings.
+
+    Raises
+    ------
+    ValueError
+        Naming ``momentum``, ``learning_rates``, ``T``, ``records`` or ``substeps`` when invalid.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.flows.optimizers import heavy_ball_clock
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, _ = example()
+    >>> d = heavy_ball_clock(model, data, heads, momentum=0.5, learning_rates=[1 / 16, 1 / 32], T=1.0,
+    ...                      records=2, substeps=4)
+    >>> bool(1.5 < d["rescaled"][0] / d["rescaled"][1] < 2.5)    # O(alpha) on the clock (8.5)
+    True
+    >>> bool(d["unrescaled"][1] > 5 * d["rescaled"][1])         # but not on the clock k alpha
+    True
+    """
+    if not (isinstance(momentum, (int, float)) and 0 <= momentum < 1):
+        raise ValueError(f"momentum: expected a number in [0, 1), got {momentum!r}")
+    check_positive(T, "T")
+    check_positive(records, "records", integer=True)
+    check_positive(substeps, "substeps", integer=True)
+    lrs = np.asarray(learning_rates, dtype=float)
+    if lrs.ndim != 1 or lrs.size == 0 or not np.isfinite(lrs).all() or (lrs <= 0).any():
+        raise ValueError("learning_rates: expected a non-empty sequence of positive numbers")
+    every = T / records
+    flow = reference_flow(model, data, heads, T=T, step=every / substeps, record_every=every, zeta=zeta,
+                          keep_stages=False, progress=False)
+    T_hb = T * (1 - momentum)  # the heavy-ball clock k alpha that (8.5) maps to T
+    early = reference_flow(model, data, heads, T=T_hb, step=T_hb / (records * substeps), record_every=T_hb / records,
+                           zeta=zeta, keep_stages=False, progress=False)  # the flow at the clock's own times
+    out = {"rescaled": [], "unrescaled": []}
+    for a in learning_rates:
+        try:
+            run = integrate(model, data, heads, stepper=HeavyBall(momentum=momentum), step=a, T=T_hb,
+                            record_every=T_hb / records, zeta=zeta, batch_size=None, progress=False)
+        except ValueError as e:
+            raise ValueError(f"learning_rates: {a!r} does not fit the recordings ({e})") from None
+        if not np.allclose(heavy_ball_time(run.times.cpu().numpy(), momentum), flow.times.cpu().numpy()):
+            raise ValueError(f"learning_rates: {a!r} does not fit the recordings")
+        out["rescaled"].append(float(rms_distance(run.heads, flow.population).max()))
+        out["unrescaled"].append(float(rms_distance(run.heads, early.population).max()))
+    return out
