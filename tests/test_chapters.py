@@ -368,8 +368,8 @@ def test_the_cost_model_scales_each_cell_by_the_work_it_reads(tmp_path):
     m = 3.0  # the prologue's data (m) weighs on every later cell; the prologue itself reads it
     # defining run() costs nothing; cell 4 calls run(), which reads n (x2) and step (x2, cost -1), for
     # every element of grid (sum 8 / 3); scale has no cost; cell 6 runs four statements one after the
-    # other: the largest growth counts (the loop over grid calling run: 8 / 3 x 4; the keys, whose
-    # dict() only holds step and n, grow as grid alone)
+    # other: the largest growth counts (the loop over grid calling run, and the keys, which read grid,
+    # step and n: 8 / 3 x 4; each parameter counts once in a statement)
     expected = [0.0, 2.0 * m, 0.5 * m, 10.0 * m * 2 * 2 * 8 / 3, 1.0 * m, 4.0 * m * 2 * 2 * 8 / 3]
     assert cells == pytest.approx(expected) and seconds == pytest.approx(sum(expected))
     assert basis[0][1].startswith("cell 4 (out = [run(k) for k in cfg.grid])")

@@ -139,7 +139,8 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     """
     import tempfile
 
-    from .chapters import check_values, declared, find_chapter, profiles, repo_root
+    from . import plotting
+    from .chapters import check_values, declared, find_chapter, repo_root
 
     src = find_chapter(repo_root(), chapter)
     table = declared(src)
@@ -147,16 +148,11 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
         raise ValueError(f"chapter: {src.name} declares no parameters in its front matter")
     given = {name: namespace[name] for name in [*table, "profile", "device", "seed", "cache_dir"]
              if namespace.get(name) is not None}
-    values = check_values(src, given)
-    cfg = resolve_profile(profiles(src), values["profile"], **{name: values[name] for name in table})
-    cfg.seed = values.get("seed", 0)
-    cfg.device = pick_device(values.get("device", "auto"))
-    cfg.folder = values.get("cache_dir") or tempfile.mkdtemp(prefix=f"mfattn-{src.stem[:2]}-")
-    from . import plotting
-
+    values = check_values(src, given)  # every declared parameter, the profile's value where none is given
+    cfg = SimpleNamespace(profile=values["profile"], **{name: values[name] for name in table},
+                          seed=values.get("seed", 0), device=values.get("device", "auto"))
     plotting.use()
-    shown = {k: v for k, v in vars(cfg).items() if k != "folder"}
-    shown["device"] = values.get("device", "auto")  # as the reader set it; cfg.device is what it picked
-    show_config(SimpleNamespace(**shown), src, namespace)
+    show_config(cfg, src, namespace)  # the device as the reader set it; cfg.device is then what it picks
+    cfg.device = pick_device(cfg.device)
+    cfg.folder = values.get("cache_dir") or tempfile.mkdtemp(prefix=f"mfattn-{src.stem[:2]}-")
     return cfg
-

@@ -19,14 +19,15 @@ runner, the replication and the evidence map.
 from __future__ import annotations
 
 import ast
-import sys
 import io
+import math
+import sys
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Parameter", "chapters", "check_values", "declared", "find_chapter", "parameter_rows", "parameters",
-           "profiles", "repo_root", "size_ratio", "strip_papermill", "title"]
+           "profiles", "repo_root", "strip_papermill", "title"]
 
 
 # ----------------------------------------------------------------------- the checkout's chapters
@@ -173,12 +174,15 @@ class Parameter:
 _PARSED: dict = {}
 
 
-def _parsed(path: Path, what: str, parse):
+def _parsed(path, what: str, parse):
     """``parse(path)``, once per version of the file (its path, size and modification time): a run
     reads a chapter's cells and front matter from several places, and parses them once. A deep copy
     is returned, so that no caller changes another's."""
     import copy
 
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: {path} is not a chapter source")
     st = path.stat()
     key = (str(path.resolve()), what, st.st_mtime_ns, st.st_size)
     if key not in _PARSED:
@@ -190,9 +194,6 @@ def chapter_cells(path: Path):
     """The cells of the chapter's MyST source (jupytext), parsed once per version of the file."""
     import jupytext
 
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path: {path} is not a chapter source")
     return _parsed(path, "cells", lambda p: jupytext.read(p).cells)
 
 
@@ -231,14 +232,11 @@ def declared(path) -> dict | None:
     """
     import yaml
 
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path: {path} is not a chapter source")
-    text = path.read_text()
-    if not text.startswith("---\n"):
-        return None
-    head = _parsed(path, "front matter", lambda p: yaml.safe_load(text[4:text.index("\n---", 4)]) or {})
-    table = head.get("mfattn-parameters")
+    def front_matter(p):
+        text = p.read_text()
+        return (yaml.safe_load(text[4:text.index("\n---", 4)]) or {}) if text.startswith("---\n") else {}
+
+    table = _parsed(path, "front matter", front_matter).get("mfattn-parameters")
     if not table:
         return None
     names = None
@@ -295,21 +293,15 @@ def parameters(path) -> list[Parameter]:
     if len(cells) != 1:
         raise ValueError(f"path: {path} has {len(cells)} cells tagged 'parameters', expected 1")
     src = cells[0].source
-    comments = {}
-    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type == tokenize.COMMENT:
-            comments[tok.start[0]] = tok.string.lstrip("#").strip()
-    out = []
-    for node in ast.parse(src).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out.append(Parameter(node.targets[0].id, ast.literal_eval(node.value), comments.get(node.lineno, "")))
-    table = declared(path)
-    if table:  # the run settings of the cell, then the chapter's own parameters, cache_dir last
-        last = [p for p in out if p.name == "cache_dir"]
-        out = [p for p in out if p.name != "cache_dir"]
-        out += [Parameter(name, None, entry["help"]) for name, entry in table.items() if name not in {p.name for p in out}]
-        out += last
-    return out
+    tokens = tokenize.generate_tokens(io.StringIO(src).readline)
+    comments = {t.start[0]: t.string.lstrip("#").strip() for t in tokens if t.type == tokenize.COMMENT}
+    out = [Parameter(node.targets[0].id, ast.literal_eval(node.value), comments.get(node.lineno, ""))
+           for node in ast.parse(src).body
+           if isinstance(node, ast.Assign) and [type(t) for t in node.targets] == [ast.Name]]
+    # the run settings of the cell, then the chapter's own parameters, cache_dir last
+    own = [Parameter(name, None, entry["help"]) for name, entry in (declared(path) or {}).items()
+           if name not in {p.name for p in out}]
+    return [p for p in out if p.name != "cache_dir"] + own + [p for p in out if p.name == "cache_dir"]
 
 
 def profiles(path) -> dict[str, dict]:
@@ -383,17 +375,14 @@ def parameter_rows(path) -> list[dict]:
     >>> list(rows[0])
     ['name', 'ci', 'paper', 'comment']
     """
-    table = profiles(path)
-    rows = []
-    for p in parameters(path):
-        row = {"name": p.name}
-        for prof, values in table.items():
-            row[prof] = values.get(p.name, p.default) if p.default is None else p.default
+    def value(p, prof, values):
         if p.name == "profile":
-            row.update({prof: prof for prof in table})
-        row["comment"] = p.comment
-        rows.append(row)
-    return rows
+            return prof
+        return values.get(p.name) if p.default is None else p.default
+
+    table = profiles(path)
+    return [{"name": p.name, **{prof: value(p, prof, values) for prof, values in table.items()},
+             "comment": p.comment} for p in parameters(path)]
 
 
 # Keys of a front-matter entry that are not profiles.
@@ -401,7 +390,6 @@ _META = ("help", "range", "choices", "cost")
 # What a value may be, beyond the type of the profile's value (see check_values): a chapter declares
 # its own parameters' ranges and choices in its front matter (``range:``, ``choices:``); these are the
 # run settings every chapter shares. Numbers with no range must be > 0.
-CHOICES: dict = {}
 # name: (low, high, low included, high included); None: unbounded on that side
 RANGES = {
     "seed": (0, 2**63 - 1, True, True),
@@ -430,62 +418,32 @@ def _interval(text) -> tuple:
 
 
 _DEVICE = r"cpu|auto|cuda(:[0-9]+)?"
+_WORDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string", list: "a list"}
 
 
-def _kind(ref) -> str:
-    if isinstance(ref, bool):
-        return "bool"
-    if isinstance(ref, int):
-        return "int"
-    if isinstance(ref, float):
-        return "float"
-    if isinstance(ref, str):
-        return "str"
-    if isinstance(ref, (list, tuple)):
-        return "list"
-    return type(ref).__name__
-
-
-_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "True or False",
-          "list": "a list"}
-
-
-def _check_scalar(name, value, ref, what, rules=None):
+def _check_scalar(name, value, ref, rules: dict):
     """Why ``value`` (or an element of a list) is not allowed where ``ref`` is the profile's value;
     ``None`` when it is."""
-    import math
     import re
 
-    kind = _kind(ref)
-    if kind == "bool":
-        ok = isinstance(value, bool)
-    elif kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == "float":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, type(ref))
-    if not ok:
-        return f"{what} must be {_WORDS.get(kind, kind)} (like {ref!r})"
-    if kind == "str":
-        if name == "device" and not re.fullmatch(_DEVICE, value):
-            return "must be 'cpu', 'auto', 'cuda' or 'cuda:K'"
-        choices = (rules or {}).get("choices") or CHOICES.get(name)
-        if choices and value not in choices:
-            return f"{what} must be one of {', '.join(repr(c) for c in choices)}"
-        return None
-    if kind in ("int", "float"):
-        if not math.isfinite(value):
-            return f"{what} must be finite"
-        choices = (rules or {}).get("choices")
-        if choices and value not in choices:
-            return f"{what} must be one of {', '.join(repr(c) for c in choices)}"
-        given = (rules or {}).get("range")
+    kind = type(ref)
+    number = kind in (int, float)
+    allowed = (int, float) if kind is float else kind
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, allowed):
+        return f"must be {_WORDS.get(kind, kind.__name__)} (like {ref!r})"
+    if kind is str and name == "device" and not re.fullmatch(_DEVICE, value):
+        return "must be 'cpu', 'auto', 'cuda' or 'cuda:K'"
+    if number and not math.isfinite(value):
+        return "must be finite"
+    if rules.get("choices") and value not in rules["choices"]:
+        return f"must be one of {', '.join(repr(c) for c in rules['choices'])}"
+    if number:
+        given = rules.get("range")
         lo, hi, lo_in, hi_in = _interval(given) if given is not None else RANGES.get(name, _DEFAULT_RANGE)
         if lo is not None and (value < lo or (value == lo and not lo_in)):
-            return f"{what} must be {'>=' if lo_in else '>'} {lo}"
+            return f"must be {'>=' if lo_in else '>'} {lo}"
         if hi is not None and (value > hi or (value == hi and not hi_in)):
-            return f"{what} must be {'<=' if hi_in else '<'} {hi}"
+            return f"must be {'<=' if hi_in else '<'} {hi}"
     return None
 
 
@@ -537,7 +495,7 @@ def check_values(path, values: dict) -> dict:
     """
     params = parameters(path)
     table = profiles(path)
-    rules = {name: {k: e[k] for k in ("range", "choices") if k in e} for name, e in (declared(path) or {}).items()}
+    rules = declared(path) or {}
     names = [p.name for p in params]
     unknown = sorted(set(values) - set(names))
     if unknown:
@@ -547,32 +505,24 @@ def check_values(path, values: dict) -> dict:
     if profile not in table:
         raise ValueError(f"profile = {profile!r}: must be one of {', '.join(repr(k) for k in table)}")
     out = {}
-    for name in names:
-        ref = table[profile].get(name, defaults[name]) if defaults[name] is None else defaults[name]
-        value = values.get(name, defaults[name])
-        if value is None and (defaults[name] is None or name == "cache_dir"):
-            value = None if name == "cache_dir" else ref
+    for name, default in defaults.items():
+        ref = table[profile].get(name) if default is None else default
+        value = values.get(name, default)
+        value = ref if value is None and default is None else value
+        rule = rules.get(name, {})
         if name == "profile":
-            out[name] = profile
-            continue
-        if name == "cache_dir":
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"cache_dir = {value!r}: must be a folder's path (a string) or None")
-            out[name] = value
-            continue
-        why = None
-        if ref is None:
-            why = None
-        elif _kind(ref) == "list":
+            value, why = profile, None
+        elif name == "cache_dir":
+            ok = value is None or isinstance(value, str)
+            why = None if ok else "must be a folder's path (a string) or None"
+        elif isinstance(ref, (list, tuple)):
             if not isinstance(value, (list, tuple)) or not value:
                 why = f"must be a non-empty list (like {list(ref)!r})"
             else:
-                why = next((w for w in (_check_scalar(name, v, ref[0], "every element", rules.get(name))
-                                        for v in value) if w), None)
+                whys = (_check_scalar(name, v, ref[0], rule) for v in value)
+                why = next((f"every element {w}" for w in whys if w), None)
         else:
-            why = _check_scalar(name, value, ref, "it", rules.get(name))
-            if why and why.startswith("it "):
-                why = why[3:]
+            why = None if ref is None else _check_scalar(name, value, ref, rule)
         if why:
             raise ValueError(f"{name} = {value!r}: {why}")
         out[name] = list(value) if isinstance(value, tuple) else value
@@ -583,105 +533,44 @@ def _cost_value(v, c) -> float:
     """The work a value stands for under the cost exponent ``c``: ``v**c`` for a number, the sum over
     a list's elements (its length for ``c = 0`` or a list of strings), 1 for anything else."""
     if isinstance(v, (list, tuple)):
-        return float(sum(_cost_value(x, c) for x in v)) if v else 0.0
+        return float(sum(_cost_value(x, c) for x in v))
     if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
         return float(v) ** c
     return 1.0
 
 
-def _cell_factors(sources: list[str], factor: dict) -> list[float]:
-    """For each code cell, how much its work grows: ``factor[name]`` is the growth of one parameter.
+def _reads(node, names: set, fns: dict) -> set:
+    """The parameters of ``names`` that ``node`` reads (``cfg.NAME`` or the bare name), with those of
+    every function of ``fns`` (defined before) that it calls or hands on."""
+    got = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "cfg":
+            got.add(n.attr)
+        elif isinstance(n, ast.Name):
+            got |= fns.get(n.id, {n.id})
+    return got & names
 
-    The work of a statement is the product of the growths of the parameters that size it (``cfg.NAME``
-    or the bare name, read in a loop's or comprehension's iterator or in the arguments of a call that
-    computes, not of one that builds a value such as ``dict`` or ``len``), and of the functions it
-    calls or passes on (which may have been defined in an earlier cell): nested work multiplies, except that a function whose result is
-    kept on disk (it calls ``memo``) runs once and adds its work. A loop multiplies its body by what its
-    iterator reads. Work done one after the other adds, and the committed time does not say how it
-    was shared, so a body of several statements (a cell, a function, a loop's body) grows as its
-    fastest-growing statement: an upper bound when each statement's growth is right."""
-    import ast as _ast
 
-    fns: dict = {}
-    cached: set = set()
+_BODIES = ("body", "orelse", "handlers", "finalbody")
 
-    # calls that build values, not work: a size handed to them (a cache key, a label) costs nothing
-    plain = {"dict", "list", "tuple", "set", "len", "print", "float", "int", "str", "bool", "repr", "format",
-             "sorted", "min", "max", "abs", "round", "isinstance", "getattr", "Markdown", "glue"}
 
-    def param(n):
-        if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name) and n.value.id == "cfg":
-            return n.attr if n.attr in factor else None
-        return n.id if isinstance(n, _ast.Name) and n.id in factor else None
-
-    def reads(node, counted=False) -> set:
-        """The parameters that size work: read in a loop's iterator, or in the arguments of a call
-        to anything but a value builder (:data:`plain`)."""
-        got = set()
-        name = param(node)
-        if name is not None:
-            return {name} if counted else set()
-        if isinstance(node, _ast.comprehension):
-            return reads(node.iter, True) | set().union(*(reads(c, counted) for c in node.ifs))
-        if isinstance(node, _ast.Call):
-            f = node.func
-            builder = isinstance(f, _ast.Name) and f.id in plain or isinstance(f, _ast.Attribute) and f.attr in (
-                "format", "append", "join", "items", "keys", "values", "tolist", "numpy", "cpu", "item")
-            inner = counted if builder else True
-            for a in [*node.args, *(k.value for k in node.keywords)]:
-                got |= reads(a, inner)
-            return got | reads(f, counted)
-        for child in _ast.iter_child_nodes(node):
-            got |= reads(child, counted)
-        return got
-
-    def prod(names) -> float:
-        out = 1.0
-        for n in names:
-            out *= factor[n]
-        return out
-
-    def expr_work(node) -> float:
-        # the parameters it reads, times the work of any function it calls or hands on (the largest);
-        # a function whose result is kept (it calls memo) runs once: its work adds, it does not multiply
-        names = [n.id for n in _ast.walk(node) if isinstance(n, _ast.Name) and n.id in fns]
-        fresh = [fns[n] for n in names if n not in cached]
-        kept = [fns[n] for n in names if n in cached]
-        return max(prod(reads(node)) * max(fresh, default=1.0), max(kept, default=1.0))
-
-    def body_work(stmts) -> float:
-        return max((stmt_work(s) for s in stmts), default=1.0)
-
-    def stmt_work(node) -> float:
-        if isinstance(node, (_ast.FunctionDef, _ast.AsyncFunctionDef)):
-            fns[node.name] = body_work(node.body)
-            if any(isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name) and n.func.id == "memo"
-                   for n in _ast.walk(node)):
-                cached.add(node.name)
-            return 1.0
-        if isinstance(node, (_ast.For, _ast.AsyncFor)):
-            return prod(reads(node.iter, True)) * max(expr_work(node.iter), 1.0) * body_work(node.body)
-        if isinstance(node, _ast.While):
-            return body_work(node.body)
-        if isinstance(node, _ast.If):
-            return max(body_work(node.body), body_work(node.orelse))
-        if isinstance(node, (_ast.With, _ast.AsyncWith)):
-            return body_work(node.body)
-        if isinstance(node, _ast.Try):
-            return max(body_work(node.body), body_work(node.handlers and node.handlers[0].body or []))
-        if isinstance(node, (_ast.Import, _ast.ImportFrom)):
-            return 1.0
-        return expr_work(node)
-
-    out = []
-    for src in sources:
-        try:
-            tree = _ast.parse(src)
-        except SyntaxError:
-            out.append(1.0)
+def _work(stmts: list, factor: dict, fns: dict) -> float:
+    """How much the work of the statements ``stmts`` grows, ``factor[name]`` being the growth of one
+    parameter. A statement grows as the product of the growths of the parameters it reads
+    (:func:`_reads`); a loop (or any compound statement) as those its head reads times its body;
+    statements one after the other as the fastest-growing of them (the committed time does not say
+    how they shared it). A function's definition costs nothing: ``fns`` keeps what it reads, for
+    the statements that call it."""
+    works = []
+    for node in stmts:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            fns[node.name] = _reads(node, set(factor), fns)
             continue
-        out.append(body_work(tree.body))
-    return out
+        inner = [s for f in _BODIES for s in getattr(node, f, [])]
+        head = [v for f, v in ast.iter_fields(node) if f not in _BODIES and isinstance(v, ast.AST)]
+        read = set().union(*(_reads(v, set(factor), fns) for v in (head if inner else [node])))
+        works.append(math.prod(factor[n] for n in read) * _work(inner, factor, fns))
+    return max(works, default=1.0)
 
 
 def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float, str]], list[float]] | None:
@@ -692,10 +581,11 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     grows as the value, as for a number of heads or seeds; -1: as its inverse, as for a step; 2:
     as its square, as for pairs of tokens; 0 or absent: no effect; a list counts as the sum over its
     elements). With ``g(new) / g(ci)`` (:func:`_cost_value`) the growth of one parameter, a code
-    cell's work grows as :func:`_cell_factors` reads it off the cell's code (nested work multiplies,
-    work one after the other takes the largest growth), times the largest growth among the sizes the
-    prologue reads (the data every later cell computes on); the estimate adds the cells' committed
-    times (the notebook's ``mfattn.cell_seconds``) times their growth.
+    cell's work grows as the product of the growths of the parameters it reads (``cfg.NAME`` or the
+    bare name, in its own statements or in the functions it calls, defined in an earlier cell; a
+    function's definition costs nothing), times the largest growth among the sizes the prologue
+    reads (the data every later cell computes on, counted once); the estimate adds the cells'
+    committed times (the notebook's ``mfattn.cell_seconds``) times their growth.
 
     Parameters
     ----------
@@ -711,7 +601,8 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     tuple or None
         ``(seconds, basis, cells)``: the estimate; for every cell ``(seconds, description)`` of its
         share, largest first; and every code cell's estimated seconds in order (the runner's overall
-        progress bar). ``None`` when the committed run recorded no cell times.
+        progress bar). ``None`` when the committed run recorded no cell times, or the chapter
+        declares no cost.
 
     Examples
     --------
@@ -725,55 +616,41 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     >>> ci is None or twice[0] > ci[0]
     True
     """
-    import json as _json
-
-    import jupytext
+    import json
 
     path = Path(path)
-    nb_path = Path(notebook) if notebook else path.with_suffix(".ipynb")
     try:
-        meta = _json.loads(nb_path.read_text())["metadata"].get("mfattn", {})
+        meta = json.loads(Path(notebook or path.with_suffix(".ipynb")).read_text())["metadata"]
+        secs = meta["mfattn"]["cell_seconds"]
     except (OSError, ValueError, KeyError):
         return None
-    secs = meta.get("cell_seconds")
     sources = [c.source for c in chapter_cells(path) if c.cell_type == "code"]
-    if not secs or len(secs) != len(sources):
-        return None
     table = declared(path) or {}
-    if not any("cost" in e for e in table.values()):
-        return None  # the chapter declares no cost model
-    base = check_values(path, {})
-    factor = {}
+    if not secs or len(secs) != len(sources) or not any("cost" in e for e in table.values()):
+        return None  # no time per cell, or the chapter declares no cost model
+    base, factor = check_values(path, {}), {}
     for name, entry in table.items():
         c = entry.get("cost", 0)
-        if c and name in config:
-            b = _cost_value(base[name], c)
-            factor[name] = _cost_value(config[name], c) / b if b > 0 else 1.0
-    factor = {name: factor.get(name, 1.0) for name in table}
-    # the data the prologue builds (sizes it reads) weigh on every later cell, once: a later cell that
-    # reads the same size (a cache key, say) does not count it again; a chapter with several datasets
-    # uses one at a time, so the largest growth among them
+        b = _cost_value(base[name], c)
+        factor[name] = _cost_value(config.get(name, base[name]), c) / b if c and b > 0 else 1.0
+    # the data the prologue builds (the sizes it reads) weigh on every later cell, once; a chapter with
+    # several datasets uses one at a time, so the largest growth among them
     pro = next((i for i, src in enumerate(sources) if "setup(" in src), None)
-    data, read = 1.0, set()
-    if pro is not None:
-        import ast as _ast
-
-        tree = _ast.parse(sources[pro])
-        read = {n.attr for n in _ast.walk(tree) if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name)
-                and n.value.id == "cfg"} & set(table)
-        data = max([factor[n] for n in read], default=1.0)
-    grows = _cell_factors(sources, {n: (1.0 if n in read else f) for n, f in factor.items()})
-    if pro is not None:
-        grows[pro] = data
-    total, basis, cells = 0.0, [], []
-    for i, (t, g, src) in enumerate(zip(secs, grows, sources)):
-        f = g * (data if pro is not None and i > pro else 1.0)
-        total += t * f
+    sizes = _reads(ast.parse(sources[pro]), set(factor), {}) if pro is not None else set()
+    data = max([factor[n] for n in sizes], default=1.0)
+    rest = {n: 1.0 if n in sizes else g for n, g in factor.items()}
+    fns, basis, cells = {}, [], []
+    for i, (t, src) in enumerate(zip(secs, sources)):
+        try:
+            body = ast.parse(src).body
+        except SyntaxError:
+            body = []
+        g = _work(body, rest, fns)
+        f = data if i == pro else g * (data if pro is not None and i > pro else 1.0)
         cells.append(t * f)
         first = next((ln.strip() for ln in src.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", ":"))), "")
         basis.append((t * f, f"cell {i + 1} ({first[:48]}): {t:g} s x {f:.3g}"))
-    basis.sort(key=lambda x: -x[0])
-    return total, basis, cells
+    return sum(cells), sorted(basis, key=lambda x: -x[0]), cells
 
 
 def growth(values: dict, base: dict, *, shrink: bool = False) -> tuple[float, str, float, float]:
@@ -803,61 +680,19 @@ def growth(values: dict, base: dict, *, shrink: bool = False) -> tuple[float, st
     (10.0, 'eps')
     """
     def big(v):
-        if isinstance(v, (list, tuple)):
-            v = [x for x in v if isinstance(x, (int, float)) and not isinstance(x, bool)]
-            return max(v) if v else None
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        numbers = [x for x in (v if isinstance(v, (list, tuple)) else [v])
+                   if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        return max(numbers, default=None)
 
-    best, which, va, vb = 1.0, "", 0.0, 0.0
+    best = (1.0, "", 0.0, 0.0)
     for name, b in base.items():
         a, b = big(values.get(name)), big(b)
         if a is None or b is None or a <= 0 or b <= 0:
             continue
         r = max(a / b, b / a) if shrink else a / b
-        if r > best:
-            best, which, va, vb = r, name, a, b
-    return best, which, va, vb
-
-
-def size_ratio(path, profile: str, base: str = "ci") -> tuple[float, str]:
-    """The largest ratio of a size of ``profile`` to the same size of ``base``: over the numbers
-    (and the largest element of lists) that grow from ``base`` to ``profile``. The work of a
-    chapter grows at least linearly in each of its sizes, so ``ratio x (base's run time)`` is a
-    lower estimate of ``profile``'s run time on the same machine.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The chapter's MyST source.
-    profile, base : str
-        Profiles of the chapter's table.
-
-    Returns
-    -------
-    (float, str)
-        The ratio (1.0 when nothing grows) and the parameter that has it, e.g. ``"n_ref 262144 vs
-        4096"``.
-
-    Raises
-    ------
-    ValueError
-        If a profile is not in the chapter's table.
-
-    Examples
-    --------
-    >>> import pathlib
-    >>> import mfattn
-    >>> from mfattn.companion.chapters import size_ratio
-    >>> chapter = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
-    >>> size_ratio(chapter, "paper")
-    (16.0, 'n_pairs 1024 vs 64')
-    """
-    table = profiles(path)
-    for p in (profile, base):
-        if p not in table:
-            raise ValueError(f"profile: {p!r} is not one of {sorted(table)}")
-    best, name, a, b = growth(table[profile], table[base])
-    return best, (f"{name} {a:g} vs {b:g}" if name else "")
+        if r > best[0]:
+            best = (r, name, a, b)
+    return best
 
 
 def title(path) -> str:

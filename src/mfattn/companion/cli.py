@@ -20,7 +20,7 @@ import ast
 import sys
 from pathlib import Path
 
-from .chapters import UserError, chapters, find_chapter, repo_root, strip_papermill  # noqa: F401  (the commands' helpers)
+from .chapters import UserError, chapters, find_chapter, repo_root
 
 
 def parse_value(text: str):
@@ -78,17 +78,10 @@ def print_params(src: Path) -> None:
         print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)) + "  " + str(line[-1]))
 
 
-def run(args) -> Path:
-    """``python -m mfattn run``: parse ``-p NAME VALUE`` and hand over to :func:`mfattn.companion.runner.run_chapter`."""
-    from .runner import run_chapter
-
-    root = repo_root()
-    src = find_chapter(root, args.chapter)
+def _values(args) -> dict:
+    """The ``-p NAME VALUE`` pairs and ``--profile`` of ``run`` and ``cache pack``, as parameter values."""
     values = {name: parse_value(value) for name, value in args.param}
-    if args.profile is not None:
-        values["profile"] = args.profile
-    return run_chapter(root, src, values, out=args.out, inplace=args.inplace, quiet=args.quiet,
-                       timeout=args.timeout, cache=not args.no_cache, html=args.html, yes=args.yes)
+    return values if args.profile is None else dict(values, profile=args.profile)
 
 
 #: The exit statuses of every command (shown by ``--help`` and in the README).
@@ -109,115 +102,92 @@ def main(argv=None) -> int:
 
 
 def _main(argv=None) -> int:
+    raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="python -m mfattn", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_STATUSES)
+                                     formatter_class=raw, epilog=EXIT_STATUSES)
     sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run", help="execute a chapter with parameters (papermill)", epilog=EXIT_STATUSES,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    p_run.add_argument("chapter", help="chapter name or prefix, e.g. 01-preliminaries or 01")
-    p_run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    p_run.add_argument("--profile", help="profile of sizes: ci (default) or paper")
-    p_run.add_argument("--out", help="folder for the executed notebook (default: a new runs/ folder)")
-    p_run.add_argument("--inplace", action="store_true", help="replace the committed notebooks/CHAPTER.ipynb")
-    p_run.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
-    p_run.add_argument("--quiet", action="store_true", help="no progress bars")
-    p_run.add_argument("--no-cache", action="store_true",
-                       help="compute everything afresh (default: finished work is kept under runs/CHAPTER/cache/ "
-                       "per configuration, and a rerun resumes)")
-    p_run.add_argument("--html", action="store_true", help="also write an HTML page of the executed run beside it")
-    p_run.add_argument("--yes", action="store_true",
-                       help="run even when the estimate exceeds the ceiling (12 h, or 100x the committed ci run)")
-    p_run.add_argument("--fail-on", choices=("any", "new"), default="any",
-                       help="exit 3 when a claim or derived verdict fails (any, the default), or only when one fails "
-                       "that passed in the committed notebook (new: a script can tell 'as committed' from a new "
-                       "failure)")
-    sub.add_parser("list", help="the chapters: name, title, measured run time of the committed ci notebook")
-    sub.add_parser("runs", help="what runs/ holds (caches, replicates, runs, page assets), by chapter, with sizes")
-    from . import disk
+    values = argparse.ArgumentParser(add_help=False)  # the parameters of run and cache pack
+    values.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    values.add_argument("--profile", help="profile of sizes: ci (default) or paper")
+    p = {}
+    for name, (_, text) in COMMANDS.items():
+        extra = dict(parents=[values], epilog=EXIT_STATUSES, formatter_class=raw) if name == "run" else {}
+        p[name] = sub.add_parser(name, help=text, **extra)
+    p["run"].add_argument("chapter", help="chapter name or prefix, e.g. 01-preliminaries or 01")
+    p["run"].add_argument("--out", help="folder for the executed notebook (default: a new runs/ folder)")
+    p["run"].add_argument("--inplace", action="store_true",
+                          help="replace the committed notebooks/CHAPTER.ipynb")
+    p["run"].add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p["run"].add_argument("--quiet", action="store_true", help="no progress bars")
+    p["run"].add_argument("--no-cache", action="store_true",
+                          help="compute everything afresh (default: finished work is kept under "
+                          "runs/CHAPTER/cache/ per configuration, and a rerun resumes)")
+    p["run"].add_argument("--html", action="store_true",
+                          help="also write an HTML page of the executed run beside it")
+    p["run"].add_argument("--yes", action="store_true",
+                          help="run even when the estimate exceeds the ceiling (12 h, or 100x the committed "
+                          "ci run)")
+    p["run"].add_argument("--fail-on", choices=("any", "new"), default="any",
+                          help="exit 3 when a claim or derived verdict fails (any, the default), or only "
+                          "when one fails that passed in the committed notebook (new: a script can tell 'as "
+                          "committed' from a new failure)")
+    from . import disk, replicate
 
-    p_clean = sub.add_parser("clean", help="remove caches, replicates or runs from runs/ (lists them first: "
-                             "nothing goes without --yes)")
-    disk.add_arguments(p_clean)
-    p_cache = sub.add_parser("cache", help="pack one configuration's finished work into an archive, or restore "
-                             "one (a long run in slices on machines lent for minutes)")
-    cache_sub = p_cache.add_subparsers(dest="action", required=True)
-    p_pack = cache_sub.add_parser("pack", help="runs/CHAPTER/cache/KEY of this configuration -> a .tar.gz")
+    disk.add_arguments(p["clean"])
+    cache_sub = p["cache"].add_subparsers(dest="action", required=True)
+    p_pack = cache_sub.add_parser("pack", help="runs/CHAPTER/cache/KEY of this configuration -> a .tar.gz",
+                                  parents=[values])
     p_pack.add_argument("chapter", help="chapter name or prefix, e.g. 02")
-    p_pack.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    p_pack.add_argument("--profile", help="profile of sizes: ci (default) or paper")
     p_pack.add_argument("--out", required=True, help="the archive to write (.tar.gz)")
     p_restore = cache_sub.add_parser("restore", help="a .tar.gz of cache pack -> runs/ (beside what is there)")
     p_restore.add_argument("archive")
-    p_cmp = sub.add_parser("compare", help="a run's verdicts beside the committed notebook's")
-    p_cmp.add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
-    p_view = sub.add_parser("html", help="an HTML page of an executed chapter notebook (nothing is re-executed)")
-    p_view.add_argument("notebook", help="an executed chapter notebook")
-    p_new = sub.add_parser("new", help="create notebooks/NN-NAME.md from the chapter template (run NN --inplace lists it in _toc.yml)")
-    p_new.add_argument("name", help="lowercase words joined by hyphens, e.g. my-experiment")
-    p_new.add_argument("--title", default=None, help="the chapter's title")
-    p_params = sub.add_parser("params", help="a chapter's parameters: default per profile and meaning")
-    p_params.add_argument("chapter", help="chapter name or prefix, e.g. 05")
-    from . import replicate
-
-    p_rep = sub.add_parser("replicate", help="re-run a chapter under other seeds and write its replication record "
-                           "(replications/CHAPTER.json): each verdict's pass rate and spread")
-    replicate.add_arguments(p_rep)
-
+    p["compare"].add_argument("run", help="an executed chapter notebook or its run folder (runs/CHAPTER/...)")
+    p["html"].add_argument("notebook", help="an executed chapter notebook")
+    p["new"].add_argument("name", help="lowercase words joined by hyphens, e.g. my-experiment")
+    p["new"].add_argument("--title", default=None, help="the chapter's title")
+    p["params"].add_argument("chapter", help="chapter name or prefix, e.g. 05")
+    replicate.add_arguments(p["replicate"])
     # bench and shard load torch for their options: only when one of them is the command, so that the
     # other commands, their help and their usage errors start without it
     command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
-    p_bench = sub.add_parser("bench", help="time and memory of the engine against a per-head loop and a naive batch")
-    p_shard = sub.add_parser("shard", help="SGD or the reference flow with heads sharded over torchrun processes")
-    if command == "bench":
-        from . import bench
+    if command in ("bench", "shard"):
+        import importlib
 
-        bench.add_arguments(p_bench)
-    if command == "shard":
-        from . import shard
-
-        shard.add_arguments(p_shard)
-    p_html = sub.add_parser("check-html", help="open every page of the built book in headless Chromium and "
-                            "report faults (mfattn.companion.checkhtml)")
-    p_html.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
-    p_html.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
+        importlib.import_module(f".{command}", __package__).add_arguments(p[command])
+    p["check-html"].add_argument("root", nargs="?", default="_build/html",
+                                 help="the built site (default _build/html)")
+    p["check-html"].add_argument("--chromium", default=None,
+                                 help="the Chromium executable (default /usr/bin/chromium)")
     args = parser.parse_args(argv)
-    return COMMANDS[args.command](args)
+    return COMMANDS[args.command][0](args)
 
 
 # ------------------------------------------------------------------ one function per subcommand
-def _cmd_check_html(args) -> int:
-    from . import checkhtml
+def _cmd_run(args) -> int:
+    from .runner import EXIT_FAILED_CLAIM, new_failures, run_chapter, verdict_summary
 
-    return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
-
-
-def _cmd_replicate(args) -> int:
-    from . import replicate
-
-    return replicate.main(args)
-
-
-def _cmd_bench(args) -> int:
-    from . import bench
-
-    bench.main(args)
-    return 0
+    root = repo_root()
+    path = run_chapter(root, find_chapter(root, args.chapter), _values(args), out=args.out,
+                       inplace=args.inplace, quiet=args.quiet, timeout=args.timeout, cache=not args.no_cache,
+                       html=args.html, yes=args.yes)
+    if args.fail_on == "new":
+        fresh = new_failures(path, root / "notebooks" / path.name)
+        if fresh:
+            print("new failures against the committed notebook: " + " | ".join(fresh), file=sys.stderr)
+        return EXIT_FAILED_CLAIM if fresh else 0
+    return EXIT_FAILED_CLAIM if verdict_summary(path)[1] else 0
 
 
-def _cmd_shard(args) -> int:
-    from . import shard
+def _cmd_list(args) -> int:
+    from .runner import fmt_seconds, list_chapters
 
-    shard.run(args)
-    return 0
-
-
-def _cmd_new(args) -> int:
-    new_chapter(repo_root(), args.name, args.title)
-    return 0
-
-
-def _cmd_params(args) -> int:
-    print_params(find_chapter(repo_root(), args.chapter))
+    rows = list_chapters(repo_root())
+    w = max(len(r[0]) for r in rows)
+    print(f"{'chapter'.ljust(w)}  ci run  title")
+    for stem, ttl, sec in rows:
+        print(f"{stem.ljust(w)}  {(fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
+    print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
+          "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
     return 0
 
 
@@ -248,10 +218,7 @@ def _cmd_cache(args) -> int:
     try:
         if args.action == "pack":
             src = find_chapter(root, args.chapter)
-            values = {name: parse_value(value) for name, value in args.param}
-            if args.profile is not None:
-                values["profile"] = args.profile
-            out, n = disk.pack(root, src, values, args.out)
+            out, n = disk.pack(root, src, _values(args), args.out)
             print(f"packed {n} finished files of {src.stem} into {out}; on another checkout of the same commit: "
                   f"python -m mfattn cache restore {out}, then the same run command resumes from them")
         else:
@@ -259,19 +226,6 @@ def _cmd_cache(args) -> int:
                 print(f"restored {sum(1 for f in folder.rglob('*') if f.is_file())} files into {folder.relative_to(root)}")
     except ValueError as e:
         raise UserError(str(e)) from None
-    return 0
-
-
-def _cmd_list(args) -> int:
-    from .runner import fmt_seconds, list_chapters
-
-    rows = list_chapters(repo_root())
-    w = max(len(r[0]) for r in rows)
-    print(f"{'chapter'.ljust(w)}  ci run  title")
-    for stem, ttl, sec in rows:
-        print(f"{stem.ljust(w)}  {(fmt_seconds(sec) if sec else '-').rjust(6)}  {ttl}")
-    print("re-execute one into its committed notebook: python -m mfattn run CH --inplace; "
-          "with other values: python -m mfattn run CH -p NAME VALUE (python -m mfattn params CH lists them)")
     return 0
 
 
@@ -289,23 +243,63 @@ def _cmd_html(args) -> int:
     return 0
 
 
-def _cmd_run(args) -> int:
-    from .runner import EXIT_FAILED_CLAIM, new_failures, verdict_summary
-
-    path = run(args)
-    if args.fail_on == "new":
-        committed = repo_root() / "notebooks" / path.name
-        fresh = new_failures(path, committed)
-        if fresh:
-            print("new failures against the committed notebook: " + " | ".join(fresh), file=sys.stderr)
-        return EXIT_FAILED_CLAIM if fresh else 0
-    return EXIT_FAILED_CLAIM if verdict_summary(path)[1] else 0
+def _cmd_new(args) -> int:
+    new_chapter(repo_root(), args.name, args.title)
+    return 0
 
 
-#: Each subcommand's function: ``args -> exit status``.
-COMMANDS = {"run": _cmd_run, "list": _cmd_list, "runs": _cmd_runs, "clean": _cmd_clean, "compare": _cmd_compare,
-            "html": _cmd_html, "new": _cmd_new, "params": _cmd_params, "replicate": _cmd_replicate,
-            "bench": _cmd_bench, "shard": _cmd_shard, "check-html": _cmd_check_html, "cache": _cmd_cache}
+def _cmd_params(args) -> int:
+    print_params(find_chapter(repo_root(), args.chapter))
+    return 0
+
+
+def _cmd_replicate(args) -> int:
+    from . import replicate
+
+    return replicate.main(args)
+
+
+def _cmd_bench(args) -> int:
+    from . import bench
+
+    bench.main(args)
+    return 0
+
+
+def _cmd_shard(args) -> int:
+    from . import shard
+
+    shard.run(args)
+    return 0
+
+
+def _cmd_check_html(args) -> int:
+    from . import checkhtml
+
+    return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
+
+
+#: Each subcommand, in the order ``--help`` lists them: its function (``args -> exit status``) and its help.
+COMMANDS = {
+    "run": (_cmd_run, "execute a chapter with parameters (papermill)"),
+    "list": (_cmd_list, "the chapters: name, title, measured run time of the committed ci notebook"),
+    "runs": (_cmd_runs, "what runs/ holds (caches, replicates, runs, page assets), by chapter, with sizes"),
+    "clean": (_cmd_clean, "remove caches, replicates or runs from runs/ (lists them first: nothing goes "
+              "without --yes)"),
+    "cache": (_cmd_cache, "pack one configuration's finished work into an archive, or restore one (a long "
+              "run in slices on machines lent for minutes)"),
+    "compare": (_cmd_compare, "a run's verdicts beside the committed notebook's"),
+    "html": (_cmd_html, "an HTML page of an executed chapter notebook (nothing is re-executed)"),
+    "new": (_cmd_new, "create notebooks/NN-NAME.md from the chapter template (run NN --inplace lists it in "
+            "_toc.yml)"),
+    "params": (_cmd_params, "a chapter's parameters: default per profile and meaning"),
+    "replicate": (_cmd_replicate, "re-run a chapter under other seeds and write its replication record "
+                  "(replications/CHAPTER.json): each verdict's pass rate and spread"),
+    "bench": (_cmd_bench, "time and memory of the engine against a per-head loop and a naive batch"),
+    "shard": (_cmd_shard, "SGD or the reference flow with heads sharded over torchrun processes"),
+    "check-html": (_cmd_check_html, "open every page of the built book in headless Chromium and report "
+                   "faults (mfattn.companion.checkhtml)"),
+}
 
 
 if __name__ == "__main__":

@@ -122,19 +122,16 @@ def fmt_seconds(s: float) -> str:
     s = int(round(s))
     if s < 60:
         return f"{s} s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}"
-    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+    return f"{s // 60}m{s % 60:02d}" if s < 3600 else f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def _cpu_model() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return " ".join(line.split(":", 1)[1].split())
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        names = [ln.split(":", 1)[1] for ln in lines if ln.startswith("model name")]
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        names = []
+    return " ".join(names[0].split()) if names else platform.processor() or platform.machine()
 
 
 def _git(*args, cwd) -> str | None:
@@ -166,10 +163,8 @@ def code_state(src) -> dict:
     src = Path(src).resolve()
     root = _git("rev-parse", "--show-toplevel", cwd=src.parent)
     commit = _git("rev-parse", "HEAD", cwd=src.parent) if root else None
-    dirty = None
-    if commit:
-        dirty = bool(_git("status", "--porcelain", "--", "src/mfattn", str(src), cwd=root))
-    return {"commit": commit, "dirty": dirty}
+    changed = _git("status", "--porcelain", "--", "src/mfattn", str(src), cwd=root) if commit else None
+    return {"commit": commit, "dirty": None if commit is None else bool(changed)}
 
 
 def provenance(src, seconds: float, profile: str, code: dict | None = None) -> dict:
@@ -216,24 +211,18 @@ def provenance(src, seconds: float, profile: str, code: dict | None = None) -> d
             "commit": code["commit"], "dirty": code["dirty"]}
 
 
+def _recorded(notebook) -> dict:
+    """What ``run CH --inplace`` recorded in the notebook's metadata (``mfattn``), or ``{}``."""
+    try:
+        return json.loads(Path(notebook).read_text())["metadata"].get("mfattn", {})
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def ci_seconds(notebook) -> float | None:
     """The measured wall time of the committed ``ci`` run, from the notebook's metadata (written
     by ``python -m mfattn run CH --inplace``), or ``None``."""
-    try:
-        meta = json.loads(Path(notebook).read_text())["metadata"].get("mfattn", {})
-    except (OSError, ValueError, KeyError):
-        return None
-    return meta.get("ci_seconds")
-
-
-def cell_seconds(notebook) -> list[float] | None:
-    """The seconds each code cell took in the committed run (``mfattn.cell_seconds`` in the notebook's
-    metadata, written by ``--inplace`` runs), or ``None`` for a notebook committed without them."""
-    try:
-        meta = json.loads(Path(notebook).read_text())["metadata"].get("mfattn", {})
-    except (OSError, ValueError, KeyError):
-        return None
-    return meta.get("cell_seconds")
+    return _recorded(notebook).get("ci_seconds")
 
 
 def _completed_cells(notebook: Path) -> int | None:
@@ -249,76 +238,55 @@ def _completed_cells(notebook: Path) -> int | None:
 class _ProgressView(threading.Thread):
     """Reads the JSON lines of :class:`mfattn._progress.FileBar` and draws them as tqdm bars on the
     terminal (stderr); tqdm estimates the remaining time of each sweep from its rate. Above them, one
-    bar for the whole chapter: its code cells as papermill finishes them, each weighted by the time
-    it took in the committed run (``cell_seconds``, times ``scale``) where that is recorded, so the
-    estimate holds through a long cell whose inner bars restart many times."""
+    bar for the whole chapter ``name``: its code cells as papermill finishes them in ``notebook``, each
+    weighted by ``weights`` (``timed``: the seconds it should take, from the committed run's
+    ``cell_seconds``; else one per cell), so the estimate holds through a long cell whose inner bars
+    restart many times."""
 
-    def __init__(self, path: Path, notebook: Path | None = None, n_cells: int = 0,
-                 weights: list[float] | None = None, scale: float = 1.0, name: str = "chapter"):
+    def __init__(self, path: Path, notebook: Path, weights: list[float], timed: bool, name: str):
         super().__init__(daemon=True)
-        self.path, self.stop, self.bars = path, threading.Event(), {}
-        self.notebook, self.name = notebook, name
-        ok = weights is not None and len(weights) == n_cells and n_cells > 0
-        # one second of weight at least, so a cell of no recorded time still moves the bar
-        self.weights = [max(1.0, scale * w) for w in weights] if ok else [1.0] * n_cells
-        self.timed = ok
-
-    def _overall(self, tqdm):
-        if self.notebook is None or not self.weights:
-            return None
-        unit = "s" if self.timed else "cell"
-        return tqdm(total=round(sum(self.weights)), desc=f"{self.name} (all cells)", unit=unit, leave=False,
-                    position=0, file=sys.stderr, dynamic_ncols=True, disable=False,
-                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} of the estimate [{elapsed}<{remaining}]"
-                    if self.timed else None)
+        self.path, self.notebook, self.weights, self.timed = path, notebook, weights, timed
+        self.name, self.stop, self.bars = name, threading.Event(), {}
 
     def run(self):
         from tqdm.std import tqdm
 
-        pos = 0
-        overall = self._overall(tqdm)
-        last_check = 0.0
-        while True:
-            stopping = self.stop.is_set()
-            if overall is not None and time.monotonic() - last_check > 1.0:
-                last_check = time.monotonic()
-                done = _completed_cells(self.notebook)
-                if done is not None:
-                    target = round(sum(self.weights[:done]))
-                    if target > overall.n:
-                        overall.update(target - overall.n)
-            try:
-                with open(self.path) as f:
-                    f.seek(pos)
-                    chunk = f.read()
-            except OSError:
-                chunk = ""
-            keep = chunk.rfind("\n") + 1
-            pos += len(chunk[:keep].encode())
-            for line in chunk[:keep].splitlines():
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    continue
-                bar = self.bars.get(e["id"])
-                if bar is None:
-                    if e["done"]:
+        def bar(**kw):
+            return tqdm(leave=False, file=sys.stderr, dynamic_ncols=True, disable=False, **kw)
+
+        timed = "{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} of the estimate [{elapsed}<{remaining}]"
+        overall = bar(total=round(sum(self.weights)), desc=f"{self.name} (all cells)", position=0,
+                      unit="s" if self.timed else "cell", bar_format=timed if self.timed else None)
+        last_check, rest = 0.0, ""
+        with open(self.path) as f:  # the kernel appends to it
+            while True:
+                stopping = self.stop.is_set()
+                if time.monotonic() - last_check > 1.0:
+                    last_check = time.monotonic()
+                    done = _completed_cells(self.notebook)
+                    if done is not None and round(sum(self.weights[:done])) > overall.n:
+                        overall.update(round(sum(self.weights[:done])) - overall.n)
+                *lines, rest = (rest + f.read()).split("\n")  # the last line may be unfinished
+                for line in lines:
+                    try:
+                        e = json.loads(line)
+                    except ValueError:  # not a line of FileBar's
                         continue
-                    bar = self.bars[e["id"]] = tqdm(total=e["total"], desc=e["desc"], leave=False,
-                                                    position=len(self.bars) + (overall is not None),
-                                                    file=sys.stderr, dynamic_ncols=True, disable=False)
-                if e["n"] > bar.n:
-                    bar.update(e["n"] - bar.n)
-                if e["done"]:
-                    bar.close()
-                    del self.bars[e["id"]]
-            if stopping:
-                break
-            time.sleep(0.2)
-        for bar in self.bars.values():
-            bar.close()
-        if overall is not None:
-            overall.close()
+                    if e["id"] not in self.bars:
+                        if e["done"]:
+                            continue
+                        self.bars[e["id"]] = bar(total=e["total"], desc=e["desc"],
+                                                 position=len(self.bars) + 1)
+                    b = self.bars[e["id"]]
+                    if e["n"] > b.n:
+                        b.update(e["n"] - b.n)
+                    if e["done"]:
+                        self.bars.pop(e["id"]).close()
+                if stopping:
+                    break
+                time.sleep(0.2)
+        for b in [*self.bars.values(), overall]:
+            b.close()
 
 
 def _kernel_manager(folder: str):
@@ -480,66 +448,82 @@ def peak_memory_estimate(src: Path, config: dict, committed: Path) -> tuple[floa
     """
     from .chapters import check_values, growth
 
-    try:
-        peak = json.loads(Path(committed).read_text())["metadata"].get("mfattn", {}).get("peak_rss_mb")
-    except (OSError, ValueError, KeyError):
-        return None
+    peak = _recorded(committed).get("peak_rss_mb")
     if not peak:
         return None
-    ci = check_values(src, {})
-    ratio, name, _, _ = growth(config, {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")})
+    ratio, name, _, _ = growth(config, _sizes(check_values(src, {})))
     return KERNEL_BASE_MB + max(float(peak) - KERNEL_BASE_MB, 0.0) * ratio, name
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _spent(folder: Path | None) -> float:
-    """Seconds that runs stopped before their end (interrupted, failed) spent on this cache: their
-    finished work is saved there, so a rerun does not pay for it again."""
+def _seconds_in(folder: Path | None, name: str) -> float | None:
+    """The seconds a cache ``folder`` records in ``name``: ``spent.json``, what runs stopped before
+    their end spent on it (their finished work is saved there, so a rerun does not pay for it
+    again); ``finished.json``, the last run from it that ran to its end. ``None`` when there are none."""
     try:
-        return float(json.loads((folder / "spent.json").read_text())["seconds"]) if folder else 0.0
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
-
-
-def _add_spent(folder: Path | None, seconds: float) -> None:
-    if folder is not None and folder.is_dir():
-        _atomic_write_text(folder / "spent.json", json.dumps({"seconds": round(_spent(folder) + seconds, 2)}))
-
-
-def _finished_run(folder: Path | None) -> float | None:
-    """The seconds of the last run that ran to its end from the cache ``folder``, or ``None``."""
-    try:
-        return float(json.loads((folder / "finished.json").read_text())["seconds"]) if folder else None
+        return float(json.loads((folder / name).read_text())["seconds"]) if folder else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _over_the_ceiling(src: Path, config: dict, committed: Path, est) -> None:
-    """Refuse, with one line naming the parameter, a run whose estimate on this CPU (``est``, from
-    :func:`mfattn.companion.chapters.estimate`) exceeds the ceiling (:data:`CEILING_SECONDS`, or
-    :data:`CEILING_RATIO` times the committed ci run)."""
-    from .chapters import check_values, growth, size_ratio
+def _keep_seconds(folder: Path | None, name: str, seconds: float) -> None:
+    """Record ``seconds`` in the cache ``folder``'s ``name`` (written atomically)."""
+    if folder is not None and folder.is_dir():
+        tmp = folder / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"seconds": round(seconds, 2)}))
+        os.replace(tmp, folder / name)
 
+
+def _sizes(config: dict) -> dict:
+    """The values of ``config`` that size a run: all but the run settings (``seed``, ``cache_dir``,
+    ``device``)."""
+    return {k: v for k, v in config.items() if k not in ("seed", "cache_dir", "device")}
+
+
+def _estimate(src: Path, config: dict, committed: Path) -> tuple[tuple | None, float, str]:
+    """What a run should take on this CPU: the chapter's cost model
+    (:func:`mfattn.companion.chapters.estimate`, computed once per run), the seconds (0 when nothing
+    says) and the line that says why; without the cost model, the committed ci run's time times the
+    largest ratio of a size of the run's profile to the ci one's."""
+    from .chapters import estimate, growth, profiles
+
+    est = estimate(src, config, committed)
+    if est is not None:
+        top = "; ".join(b for _, b in est[1][:3])
+        ci = fmt_seconds(sum(_recorded(committed)["cell_seconds"]))
+        return est, est[0], (f"about {fmt_seconds(est[0])} (the committed ci run's {ci} by cell, each times "
+                             f"the growth of its work under the chapter's cost model; the largest: {top})")
     base_time = ci_seconds(committed)
-    seconds = est[0] if est is not None else (base_time * size_ratio(src, config["profile"])[0] if base_time else 0.0)
+    if not base_time:
+        return None, 0.0, ""
+    table = profiles(src)
+    ratio, name, a, b = growth(table[config["profile"]], table["ci"])
+    which = f"{name} {a:g} vs {b:g}" if name else ""
+    seconds = base_time * ratio
+    return None, seconds, (f"at least {fmt_seconds(seconds)} (the ci run's {fmt_seconds(base_time)} times "
+                           f"{ratio:g}, its largest size ratio: {which}; the committed run recorded no cell "
+                           "times for the cost model)")
+
+
+def _over_the_ceiling(src: Path, config: dict, committed: Path, seconds: float) -> None:
+    """Refuse, with one line naming the parameter that grew most, a run whose estimated peak memory
+    exceeds :data:`MEMORY_SHARE` of this machine's, or whose estimate on this CPU (``seconds``)
+    exceeds the ceiling (:data:`CEILING_SECONDS`, or :data:`CEILING_RATIO` times the committed ci run)."""
+    from .chapters import check_values, growth
+
+    ci = check_values(src, {})
+
+    def why(name):
+        return f"{name} {config[name]!r} (ci: {ci[name]!r})" if name else "the chapter's sizes"
+
     mem = peak_memory_estimate(src, config, committed)
     if mem is not None and mem[0] > MEMORY_SHARE * machine_memory_mb():
-        ci = check_values(src, {})
-        why = f"{mem[1]} {config[mem[1]]!r} (ci: {ci[mem[1]]!r})" if mem[1] else "the chapter's sizes"
-        raise UserError(f"{src.stem}: estimated peak memory {mem[0] / 1024:.1f} GB ({why}), over "
+        raise UserError(f"{src.stem}: estimated peak memory {mem[0] / 1024:.1f} GB ({why(mem[1])}), over "
                         f"{MEMORY_SHARE:.0%} of this machine's {machine_memory_mb() / 1024:.1f} GB; smaller values, "
                         "or --yes to run it anyway")
-    if seconds and (seconds > CEILING_SECONDS or (base_time and seconds > CEILING_RATIO * base_time)):
-        ci = check_values(src, {})
-        sizes = {k: v for k, v in ci.items() if k not in ("seed", "cache_dir", "device")}
-        name = growth(config, sizes, shrink=True)[1]
-        why = f"{name} {config[name]!r} (ci: {ci[name]!r})" if name else "the chapter's sizes"
-        raise UserError(f"{src.stem}: estimated {fmt_seconds(seconds)} on this CPU ({why}), over the ceiling of "
+    base_time = ci_seconds(committed)
+    if seconds > CEILING_SECONDS or (base_time and seconds > CEILING_RATIO * base_time):
+        raise UserError(f"{src.stem}: estimated {fmt_seconds(seconds)} on this CPU "
+                        f"({why(growth(config, _sizes(ci), shrink=True)[1])}), over the ceiling of "
                         f"{CEILING_SECONDS // 3600} h or {CEILING_RATIO}x the ci run; smaller values, or --yes to "
                         "run it anyway")
 
@@ -602,15 +586,14 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     code = code_state(src) if inplace else None  # the code the kernel loads, before the run
     seconds = _execute(src, plan, params, target, quiet=quiet, timeout=timeout)
     if plan.cache_folder is not None:
-        _atomic_write_text(plan.cache_folder / "finished.json", json.dumps({"seconds": round(seconds, 2)}))
+        _keep_seconds(plan.cache_folder, "finished.json", seconds)
     if inplace:
         _replace_committed(root, src, plan, target, seconds, code)
         target = plan.target
     print(f"executed {src.name} -> {target} in {fmt_seconds(seconds)}")
     print(verdict_summary(target)[0])
     if html:
-        page = write_html(target)
-        print(f"html: {page}")
+        print(f"html: {write_html(target)}")
     return target
 
 
@@ -621,6 +604,7 @@ class _Plan(NamedTuple):
     device: str  # resolved ("auto" made concrete)
     committed: Path  # the committed notebook of the chapter
     est: tuple | None  # the cost model's estimate on the CPU
+    estimate: str  # what the run should take on the CPU, and why ("" when nothing says)
     cache_folder: Path | None  # where finished work is kept, or None
     done: float | None  # seconds of an earlier run of this configuration that ran to its end
     out_dir: Path
@@ -630,7 +614,9 @@ class _Plan(NamedTuple):
 def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, yes) -> _Plan:
     """The arguments checked, the chapter's parameters checked, the estimate weighed against the
     ceiling and the output folder made writable; a ``UserError`` for any fault, before anything runs."""
-    from .chapters import check_values, estimate
+    import tempfile
+
+    from .chapters import check_values
     from .verdicts import constant_counterfactuals
 
     if inplace and values:
@@ -649,28 +635,22 @@ def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, 
                         f"{typed[0]} (name a theory's number with competitor(..., source=))")
     device = resolve_device(config.get("device", "cpu"))
     committed = (src.parent / f"{src.stem}.ipynb").resolve()
-    est = estimate(src, config, committed) if device == "cpu" else None  # the cost model, once per run
+    est, seconds, line = _estimate(src, config, committed) if device == "cpu" else (None, 0.0, "")
     cache_folder = cache_folder_of(root, src, config, device) if cache and not inplace else None
-    done = _finished_run(cache_folder)  # a run of this configuration ran to its end: its work is saved
+    done = _seconds_in(cache_folder, "finished.json")  # a run of this configuration ran to its end before
     if not yes and device == "cpu" and done is None:
-        _over_the_ceiling(src, config, committed, est)
-    if inplace:
-        out_dir = src.parent
-    elif out:
-        out_dir = Path(out)
-    else:
-        out_dir = root / "runs" / src.stem / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        _over_the_ceiling(src, config, committed, seconds)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = src.parent if inplace else Path(out) if out else root / "runs" / src.stem / stamp
     target = out_dir / f"{src.stem}.ipynb"
     if target.resolve() == committed and not inplace:
         raise UserError(f"{target} is the committed notebook; use --inplace to replace it")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".mfattn-write-probe"
-        probe.write_text("")
-        probe.unlink()
+        tempfile.TemporaryFile(dir=out_dir).close()  # can a file be written there?
     except OSError as e:
         raise UserError(f"{out_dir}: cannot write the executed notebook there ({e.strerror or e})") from None
-    return _Plan(config, device, committed, est, cache_folder, done, out_dir, target)
+    return _Plan(config, device, committed, est, line, cache_folder, done, out_dir, target)
 
 
 def _parameters(plan: _Plan, values: dict, *, inplace: bool, cache: bool) -> dict:
@@ -694,36 +674,27 @@ def _parameters(plan: _Plan, values: dict, *, inplace: bool, cache: bool) -> dic
 
 def _announce(src: Path, plan: _Plan, params: dict, *, quiet: bool) -> None:
     """What the run is and where its work is kept (unless ``quiet``), and what it should cost, on stderr."""
-    from .chapters import check_values, size_ratio
+    from .chapters import check_values
 
-    config, device, committed, est = plan.config, plan.device, plan.committed, plan.est
-    base_time = ci_seconds(committed)
+    config, done = plan.config, plan.done
     if not quiet:
+        base_time = ci_seconds(plan.committed)
         took = f"; its ci run took {fmt_seconds(base_time)} when committed" if base_time else ""
-        print(f"mfattn: running {src.stem} (profile {config['profile']}, device {device}){took}", file=sys.stderr)
+        print(f"mfattn: running {src.stem} (profile {config['profile']}, device {plan.device}){took}",
+              file=sys.stderr)
         if "cache_dir" in params:
             print(f"mfattn: finished work is kept in {params['cache_dir']} (a rerun resumes there)", file=sys.stderr)
-    ci = check_values(src, {})
-    differs = any(config.get(k) != v for k, v in ci.items() if k not in ("cache_dir", "seed", "device"))
-    spent = _spent(plan.cache_folder)
-    if spent and plan.done is None and not quiet:  # finished work of stopped runs is read back, not paid for again
-        print(f"mfattn: {fmt_seconds(spent)} of runs stopped before their end went into this cache; what they "
-              "finished is read back, so this run costs that much less than an estimate below says", file=sys.stderr)
-    if plan.done is not None and not quiet:
-        print(f"mfattn: this configuration ran to its end before from this cache; its saved work is read back, "
-              f"not recomputed (the last run from it took {fmt_seconds(plan.done)})", file=sys.stderr)
-    elif differs and device == "cpu":
-        # the chapter's own cost model: the committed ci run's cells, each times the growth of the work it does
-        if est is not None:
-            top = "; ".join(b for _, b in est[1][:3])
-            print(f"mfattn: estimate on this CPU: about {fmt_seconds(est[0])} (the committed ci run's "
-                  f"{fmt_seconds(sum(cell_seconds(committed) or [0]))} by cell, each times the growth of its work "
-                  f"under the chapter's cost model; the largest: {top})", file=sys.stderr)
-        elif base_time:
-            ratio, which = size_ratio(src, config["profile"])
-            print(f"mfattn: estimate on this CPU: at least {fmt_seconds(base_time * ratio)} (the ci run's "
-                  f"{fmt_seconds(base_time)} times {ratio:g}, its largest size ratio: {which}; the committed run "
-                  "recorded no cell times for the cost model)", file=sys.stderr)
+        spent = _seconds_in(plan.cache_folder, "spent.json")
+        if spent and done is None:  # finished work of stopped runs is read back, not paid for again
+            print(f"mfattn: {fmt_seconds(spent)} of runs stopped before their end went into this cache; what "
+                  "they finished is read back, so this run costs that much less than an estimate below says",
+                  file=sys.stderr)
+        if done is not None:
+            print("mfattn: this configuration ran to its end before from this cache; its saved work is read "
+                  f"back, not recomputed (the last run from it took {fmt_seconds(done)})", file=sys.stderr)
+    if done is None and plan.device == "cpu" and _sizes(config) != _sizes(check_values(src, {})):
+        if plan.estimate:
+            print(f"mfattn: estimate on this CPU: {plan.estimate}", file=sys.stderr)
         if config["profile"] != "ci":
             print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU", file=sys.stderr)
 
@@ -739,6 +710,7 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
     import shutil
     import tempfile
     import warnings
+    from unittest.mock import patch
 
     import jupytext
     import nbformat
@@ -751,18 +723,20 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
 
     # the kernel inherits this environment: progress goes to a side file (or nowhere), never into
     # the notebook; tqdm bars of other libraries are silenced
-    env_before = {k: os.environ.get(k) for k in ("TQDM_DISABLE", "MFATTN_PROGRESS")}
-    os.environ["TQDM_DISABLE"] = "1"
+    env = patch.dict(os.environ, TQDM_DISABLE="1")  # restored as it was when the run ends
+    env.start()
     progress_file, view = None, None
     if not quiet:
         progress_file = plan.out_dir / f".{src.stem}.progress.jsonl"
         progress_file.write_text("")
         os.environ["MFATTN_PROGRESS"] = str(progress_file.resolve())
         n_code = sum(c.cell_type == "code" for c in nb.cells) + bool(params)  # papermill's injected cell
-        weights = plan.est[2] if plan.est is not None else cell_seconds(plan.committed)
-        if weights is not None and params:
-            weights = [0.0] + list(weights)
-        view = _ProgressView(progress_file, target, n_code, weights, 1.0, src.stem)
+        weights = plan.est[2] if plan.est is not None else _recorded(plan.committed).get("cell_seconds")
+        weights = [0.0] * bool(params) + list(weights or [])
+        timed = len(weights) == n_code
+        # one second of weight at least, so a cell of no recorded time still moves the bar
+        weights = [max(1.0, w) for w in weights] if timed else [1.0] * n_code
+        view = _ProgressView(progress_file, target, weights, timed, src.stem)
         view.start()
     else:
         os.environ.pop("MFATTN_PROGRESS", None)
@@ -788,13 +762,14 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
             warnings.simplefilter("ignore")
             pm.execute_notebook(str(source_nb), str(target), parameters=params, kernel_name="python3",
                                 cwd=str(src.parent), progress_bar=False, execution_timeout=timeout, km=km)
-    except pm.PapermillExecutionError as e:
-        _add_spent(plan.cache_folder, time.perf_counter() - t0)
-        first = next((ln for ln in (e.source or "").splitlines() if ln.strip() and not ln.startswith(("#", ":"))), "")
-        raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
-                         f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
     except (KeyboardInterrupt, Exception) as e:
-        _add_spent(plan.cache_folder, time.perf_counter() - t0)
+        spent = (_seconds_in(plan.cache_folder, "spent.json") or 0.0) + time.perf_counter() - t0
+        _keep_seconds(plan.cache_folder, "spent.json", spent)
+        if isinstance(e, pm.PapermillExecutionError):
+            lines = (e.source or "").splitlines()
+            first = next((ln for ln in lines if ln.strip() and not ln.startswith(("#", ":"))), "")
+            raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
+                             f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
         if interrupted or isinstance(e, KeyboardInterrupt):
             _kill(km)
             where = (f"; finished work is kept in {params['cache_dir']}, rerun the same command to resume"
@@ -812,11 +787,7 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
             view.join(timeout=2)
         if progress_file is not None:
             progress_file.unlink(missing_ok=True)
-        for k, v in env_before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        env.stop()
     return time.perf_counter() - t0
 
 
@@ -919,24 +890,21 @@ def write_html(notebook) -> Path:
             raise SystemExit(f"mfattn: the HTML build of {notebook} failed: {tail[0]}")
         # the theme's assets (about 30 MB, MathJax most of it) are the same for every page of this
         # install: kept once per content under runs/.html-static/, and linked from each page's folder
-        static = built / "_static"
-        shared = None
-        if static.is_dir():
-            runs = next((q for q in notebook.parents if q.name == "runs"), repo_root() / "runs")
-            shared = runs / ".html-static" / _tree_digest(static)
-            if not shared.is_dir():
-                part = shared.with_name(shared.name + ".partial")
-                shutil.rmtree(part, ignore_errors=True)
-                shutil.copytree(static, part)
-                part.rename(shared)
-            shutil.rmtree(static)
+        static = built / "_static"  # Sphinx writes it for every page
+        runs = next((q for q in notebook.parents if q.name == "runs"), repo_root() / "runs")
+        shared = runs / ".html-static" / _tree_digest(static)
+        if not shared.is_dir():
+            part = shared.with_name(shared.name + ".partial")
+            shutil.rmtree(part, ignore_errors=True)
+            shutil.copytree(static, part)
+            part.rename(shared)
+        shutil.rmtree(static)
         if dest.is_symlink() or dest.is_file():
             dest.unlink()
         elif dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(built, dest)
-        if shared is not None:
-            (dest / "_static").symlink_to(os.path.relpath(shared, dest), target_is_directory=True)
+        (dest / "_static").symlink_to(os.path.relpath(shared, dest), target_is_directory=True)
     return dest / f"{notebook.stem}.html"
 
 
@@ -1074,26 +1042,19 @@ def verdict_summary(notebook) -> tuple[str, bool]:
 
 def verdict_records(notebook: Path) -> list[dict]:
     """The verdict records that :func:`mfattn.companion.render.report` stored in an executed notebook, in order."""
-    nb = json.loads(Path(notebook).read_text())
-    out = []
-    for cell in nb["cells"]:
-        for o in cell.get("outputs", []):
-            rec = o.get("metadata", {}).get("mfattn", {}).get("verdicts")
-            if rec is not None:
-                out += rec
-    return out
+    return [rec for cell in json.loads(Path(notebook).read_text())["cells"] for o in cell.get("outputs", [])
+            for rec in o.get("metadata", {}).get("mfattn", {}).get("verdicts") or []]
 
 
-def compare(run, root: Path | None = None) -> int:
+def compare(run) -> int:
     """``python -m mfattn compare RUN``: each verdict of an executed run beside the committed
     notebook's verdict of the same claim (measured value and status), flagging the changes.
 
     Parameters
     ----------
     run : str or pathlib.Path
-        An executed chapter notebook, or the run folder that holds one.
-    root : pathlib.Path or None
-        The checkout; found from the current folder when omitted.
+        An executed chapter notebook, or the run folder that holds one (its chapter's committed
+        notebook is the checkout's, found from the current folder).
 
     Returns
     -------
@@ -1110,10 +1071,7 @@ def compare(run, root: Path | None = None) -> int:
     >>> from mfattn.companion.runner import compare  # doctest: +SKIP
     >>> compare("runs/05-stability/20261123-120000")  # doctest: +SKIP
     """
-    from .chapters import repo_root
-
-    root = root or repo_root()
-    path = Path(run)
+    root, path = repo_root(), Path(run)
     if path.is_dir():
         found = sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
         if len(found) != 1:
@@ -1133,11 +1091,10 @@ def compare(run, root: Path | None = None) -> int:
 
     rows, changed = [], 0
     for v in mine:
-        c = theirs.pop(v["claim"], None)
-        flag = "" if c is None or c["status"] == v["status"] else "  <- status changed"
+        c = theirs.pop(v["claim"], {"measured": "-", "status": "new"})
+        flag = "" if c["status"] in ("new", v["status"]) else "  <- status changed"
         changed += bool(flag)
-        rows.append((v["claim"], c["measured"] if c else "-", c["status"] if c else "new", v["measured"],
-                     v["status"], flag))
+        rows.append((v["claim"], c["measured"], c["status"], v["measured"], v["status"], flag))
     rows += [(claim, c["measured"], c["status"], "-", "absent", "") for claim, c in theirs.items()]
     print(f"{path.stem}: {path} against {committed.relative_to(root)}")
     for i, (claim, cm, cs, m, s, flag) in enumerate(rows, 1):
@@ -1173,7 +1130,5 @@ def list_chapters(root: Path) -> list[tuple[str, str, float | None]]:
     """
     from .chapters import title
 
-    out = []
-    for md in sorted((root / "notebooks").glob("*.md")):
-        out.append((md.stem, title(md), ci_seconds(md.with_suffix(".ipynb"))))
-    return out
+    return [(md.stem, title(md), ci_seconds(md.with_suffix(".ipynb")))
+            for md in sorted((root / "notebooks").glob("*.md"))]
