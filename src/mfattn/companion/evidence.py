@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
+from . import replicate as rp
+from .chapters import repo_root
 from .render import ENOTATION, minus_signs_html, result_anchor, number_html, verdict_anchor
-from .verdicts import KINDS, _check_reason, _group
+from .replicate import MIN_REPLICATES, replicated, status
+from .verdicts import KINDS
 
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
 
@@ -67,9 +71,6 @@ def collect(root: Path | str | None = None) -> list[dict]:
     >>> {'chapter', 'claim', 'group', 'kind', 'measured', 'predicted', 'ref', 'status', 'tolerance'} <= set(records[0])
     True
     """
-    from . import replicate as rp
-    from .chapters import repo_root
-
     root = repo_root() if root is None else root
     loaded, out = rp.load(root), []
     for nb_path in _notebooks(root):
@@ -111,7 +112,9 @@ def group(record: dict) -> str:
     >>> group(dict(kind="claim", evidence=True)), group(dict(kind="claim")), group(dict(kind="hypothesis"))
     ('evidence', 'check', 'hypothesis')
     """
-    return _group(record.get("evidence"), record["kind"])
+    if record.get("evidence"):
+        return "evidence"
+    return record["kind"] if record["kind"] in ("hypothesis", "external") else "check"
 
 
 def _counted(record: dict) -> dict:
@@ -144,8 +147,6 @@ def outcome_replicated(record: dict) -> bool:
     >>> outcome_replicated(dict(kind="hypothesis", status="FAIL"))
     False
     """
-    from .replicate import replicated
-
     return bool(record.get("replication")) and replicated(_counted(record))
 
 
@@ -171,8 +172,6 @@ def flag(record: dict) -> str:
     >>> flag(dict(kind="claim", status="PASS", evidence=True))
     'not replicated yet'
     """
-    from .replicate import status
-
     rep, cf = record.get("replication"), record.get("counterfactual")
     if record["kind"] in ("check", "hypothesis", "external"):
         kind = record["kind"]
@@ -180,7 +179,9 @@ def flag(record: dict) -> str:
         return f"{head}; {status(rep)}" if rep is not None else f"{head}, not replicated yet"
     if not record.get("evidence"):
         # counted as a check, so replicated as a check: its outcome, not its counterfactual
-        why = _check_reason(None if cf is None else cf.get("problem") or "")
+        why = ("no counterfactual named" if cf is None else
+               f"its counterfactual could not have happened ({cf['problem']})" if cf.get("problem") else
+               "its counterfactual is not rejected either")
         return f"check: {why}" + (f"; {status(_counted(record))}" if rep is not None else "")
     cf = cf or {}
     against = {"competitor": f"; against a competitor ({cf.get('source', '')})",
@@ -223,13 +224,13 @@ def table(records: list[dict]) -> list[dict]:
     >>> rows[0]["result"], rows[0]["verdicts"], rows[0]["reason"]
     ('Lemma 2.1', [], 'no verdict names it yet')
     """
-    rows = []
-    for name, what, *why in RESULTS + COMPANION + BEYOND:
+
+    def row(name, what, reason="", note=""):
         vs = [r for r in records if name in r["ref"]]
-        rows.append(dict(result=name, what=what, verdicts=vs,
-                         reason=(why[0] if why and why[0] else "no verdict names it yet") if not vs else "",
-                         note=why[1] if len(why) > 1 else ""))
-    return rows
+        reason = "" if vs else reason or "no verdict names it yet"
+        return dict(result=name, what=what, verdicts=vs, reason=reason, note=note)
+
+    return [row(*result) for result in RESULTS + COMPANION + BEYOND]
 
 
 def counts(records: list[dict]) -> dict:
@@ -282,10 +283,7 @@ def replicated_evidence(records: list[dict]) -> list[dict]:
     ...                          dict(kind="claim", status="PASS", evidence=True)]))
     1
     """
-    from .replicate import replicated
-
-    return [r for r in records if r.get("evidence") and r["status"] == "PASS" and r.get("replication")
-            and replicated(r["replication"])]
+    return [r for r in records if standing(r) == "replicated evidence"]
 
 
 def _number(x) -> float | None:
@@ -451,8 +449,6 @@ def _esc(s: str) -> str:
 def _bib_authors(root: Path | None = None) -> dict:
     """``{key: "Surname et al. YEAR"}`` from the book's ``references.bib`` (the first author's
     surname, LaTeX accents made letters), for citation keys a reader can read."""
-    import unicodedata
-
     path = Path(root or Path(__file__).resolve().parents[3]) / "book" / "references.bib"
     try:
         text = path.read_text()
@@ -529,8 +525,6 @@ def standing(record: dict) -> str:
     >>> standing(dict(kind="claim", status="PASS", evidence=True)), standing(dict(kind="claim", status="PASS"))
     ('not yet replicated', 'check')
     """
-    from .replicate import replicated
-
     g = group(record)
     if g != "evidence":
         return g
@@ -572,8 +566,6 @@ def replication_short(record: dict) -> str:
     >>> replication_short(dict(kind="check", status="PASS"))
     'not replicated yet'
     """
-    from .replicate import MIN_REPLICATES, replicated, status
-
     rep = record.get("replication")
     if not rep or rep.get("n", 0) < MIN_REPLICATES:
         return "not replicated yet"
@@ -588,7 +580,7 @@ def _tag(r: dict) -> str:
     """A verdict's status as a coloured tag (``_static/mfattn.css``): green PASS, red FAIL, amber for
     a hypothesis that fails (a finding about the model); replicated evidence is marked."""
     cls = "pass" if r["status"] == "PASS" else ("hypfail" if r["kind"] == "hypothesis" else "fail")
-    strong = " mfattn-replicated" if r in replicated_evidence([r]) else ""
+    strong = " mfattn-replicated" if standing(r) == "replicated evidence" else ""
     return f'<span class="mfattn-tag mfattn-{cls}{strong}">{r["status"]}</span>'
 
 
@@ -692,10 +684,7 @@ def provenance(root: Path | str) -> dict:
     >>> all(m["ci_seconds"] >= 0 for m in prov.values())
     True
     """
-    out = {}
-    for nb_path in _notebooks(root):
-        out[nb_path.stem] = json.loads(nb_path.read_text())["metadata"].get("mfattn", {})
-    return out
+    return {p.stem: json.loads(p.read_text())["metadata"].get("mfattn", {}) for p in _notebooks(root)}
 
 
 def _duration(s) -> str:
@@ -732,8 +721,6 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
     >>> text.splitlines()[0]
     '| chapter | run time | profile | ran (UTC) | code |'
     """
-    from . import replicate as rp
-
     root = Path(root)
     records = collect(root) if records is None else records
     prov = provenance(root)

@@ -209,7 +209,7 @@ def verdict_table_html(verdicts) -> str:
         refs = f"<br><small>bears on {refs}</small>" if refs else ""
         c = v.counterfactual
         cf = "" if c is None else (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} "
-                                   f"{minus_signs_html(_esc(c._tail()))}</small>")
+                                   f"{minus_signs_html(_esc(c.description()))}</small>")
         rows.append(
             f'<tr class="mfattn-{v.status.lower()} mfattn-kind-{v.kind}" id="{verdict_anchor(v.claim)}">'
             f'<td style="{_CELL}"><span class="mfattn-status" style="{style};{_TAG}">{v.status}</span><br>'

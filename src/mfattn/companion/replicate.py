@@ -24,6 +24,7 @@ neither does a corrected sentence. The evidence map (:mod:`mfattn.companion.evid
 
 from __future__ import annotations
 
+import configparser
 import functools
 import hashlib
 import json
@@ -36,7 +37,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .runner import verdict_records  # the verdict records an executed notebook stores (book.report)
+from .chapters import UserError, find_chapter, parameter_rows, repo_root
+from .runner import EXIT_FAILED_CLAIM, code_cells, code_version, verdict_records
+from .verdicts import EVIDENCE, assess, decide
 
 __all__ = ["FOLDER", "FORMAT", "MIN_REPLICATES", "MIN_RATE", "key", "front_matter_hash", "engine", "seeds", "replicate",
            "aggregate", "rederive", "load", "status", "replicated"]
@@ -62,8 +65,6 @@ def _sanitiser(root: Path):
     strings: the key sees a printed field as nbval compares it, so that a rerun whose outputs nbval
     accepts as the same (a last digit of rounding, a float64 residual of 1e-16 against 9e-17) keeps
     its replication record."""
-    import configparser
-
     cfg = configparser.ConfigParser(interpolation=None)
     cfg.read(Path(root, "nbval-sanitize.cfg"))  # none there: no substitution
     subs = [(re.compile(cfg[sec]["regex"]), cfg[sec]["replace"]) for sec in cfg.sections()
@@ -103,8 +104,6 @@ def key(src: Path) -> dict:
     >>> sorted(key(root / "notebooks" / "07-two-layer-baseline.md"))
     ['front_matter', 'source', 'verdicts']
     """
-    from .runner import code_cells
-
     src = Path(src)
     clean = _sanitiser(src.resolve().parent.parent)
     printed = [{k: clean(r.get(k)) for k in PRINTED}
@@ -139,8 +138,6 @@ def front_matter_hash(src: Path) -> str:
     >>> len(front_matter_hash(root / "notebooks" / "07-two-layer-baseline.md"))
     64
     """
-    from .chapters import parameter_rows
-
     try:
         ci = {r["name"]: r.get("ci") for r in parameter_rows(Path(src))}
     except ValueError:  # a file with no parameters (a test's stand-in): nothing to key
@@ -209,8 +206,6 @@ def rederive(entry: dict) -> tuple[int, int]:
     >>> rederive({"kind": "claim", "decisions": [one, one, wide]})  # the wide interval accepts -0.3 too
     (3, 2)
     """
-    from .verdicts import EVIDENCE, assess, decide
-
     passed = evidence = 0
     for d in entry["decisions"]:
         dec = d["decision"]
@@ -467,8 +462,6 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
     ``python -m mfattn run`` so that several run at once. A seed that finished before is reused only
     when it ran the same code (``mfattn.companion.runner.code_version``: the package and the
     chapter's code cells); after any change it runs again."""
-    from .runner import EXIT_FAILED_CLAIM, code_version
-
     out = root / "runs" / src.stem / "replicate" / f"seed-{seed}"
     nb = out / f"{src.stem}.ipynb"
     done = out / "done.json"
@@ -533,8 +526,6 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
     >>> from mfattn.companion.replicate import replicate  # doctest: +SKIP
     >>> replicate(root, root / "notebooks" / "07-two-layer-baseline.md", 10, jobs=2)  # doctest: +SKIP
     """
-    from .chapters import parameter_rows
-
     rows = {r["name"]: r for r in parameter_rows(src)}
     if "seed" not in rows:
         raise SystemExit(f"mfattn replicate: {src.stem} has no seed parameter")
@@ -542,11 +533,11 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
     todo = seeds(int(committed) if isinstance(committed, int) else 0, k)
     if not isinstance(jobs, int) or jobs < 1:
         raise SystemExit(f"mfattn replicate: --jobs must be a positive integer, got {jobs!r}")
-    runs, secs = {}, 0.0
     with ThreadPoolExecutor(max_workers=jobs) as ex:
-        for seed, recs, s in ex.map(lambda s: _run_one(root, src, s, quiet), todo):
-            runs[seed], secs = recs, secs + s  # recs: the records, or the error of a failed run
-    record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed (resumed ones as recorded)
+        done = list(ex.map(lambda s: _run_one(root, src, s, quiet), todo))
+    runs = {seed: recs for seed, recs, _ in done}  # recs: the records, or the error of a failed run
+    secs = sum((s for *_, s in done), 0.0)  # resumed ones as recorded
+    record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed
     path = Path(root, FOLDER, f"{src.stem}.json")
     if path.exists() and not force:
         old = json.loads(path.read_text())
@@ -569,8 +560,6 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
 
 def main(args) -> int:
     """``python -m mfattn replicate CHAPTER --seeds K [--jobs J]``."""
-    from .chapters import UserError, find_chapter, repo_root
-
     for opt in ("seeds", "jobs"):
         if getattr(args, opt) < 1:
             raise UserError(f"replicate --{opt} {getattr(args, opt)}: must be a positive integer")

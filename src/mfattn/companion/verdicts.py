@@ -528,8 +528,22 @@ class Counterfactual:
             return ""
         return f"{self.margin:.1f} {self.unit} from the prediction, at most {MAX_MARGIN:g}"
 
-    def _tail(self) -> str:
-        """What follows the printed counterfactual in a verdict's line and row: why, label, outcome."""
+    def description(self) -> str:
+        """What a verdict's line and table row print after the counterfactual's value: why, its
+        :meth:`label` and its outcome.
+
+        Returns
+        -------
+        str
+            ``"(WHY; LABEL): rejected"``, or ``"(WHY): ..."`` without a label.
+
+        Examples
+        --------
+        >>> from mfattn.companion.book import check_close
+        >>> v = check_close("c", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.25, "a quarter more"))
+        >>> v.counterfactual.description()
+        '(a quarter more; 2.5 tolerances from the prediction, at most 4): rejected'
+        """
         label = self.label()
         return f"({self.why}{'; ' + label if label else ''}): {self.outcome}"
 
@@ -613,7 +627,9 @@ class Verdict:
     def counted_as(self) -> str:
         """The group the chapter's count puts it in: ``"evidence"``, ``"hypothesis"``, ``"external"`` or
         ``"check"``."""
-        return _group(self.evidence, self.kind)
+        if self.evidence:
+            return "evidence"
+        return self.kind if self.kind in ("hypothesis", "external") else "check"
 
     @property
     def check_reason(self) -> str:
@@ -621,7 +637,10 @@ class Verdict:
         have happened, one not rejected); ``""`` for a verdict that is not so counted."""
         if self.kind not in EVIDENCE or self.evidence:
             return ""
-        return _check_reason(None if self.counterfactual is None else self.counterfactual.problem)
+        c = self.counterfactual
+        return ("no counterfactual named" if c is None else
+                f"its counterfactual could not have happened ({c.problem})" if c.problem else
+                "its counterfactual is not rejected either")
 
     def line(self) -> str:
         """The verdict as two lines of plain text, as :func:`~mfattn.companion.render.report` prints it outside a notebook.
@@ -650,7 +669,7 @@ class Verdict:
         kind = f"{self.kind}, counted as a check: {self.check_reason}" if self.check_reason else self.kind
         refs = f"; {', '.join(self.ref)}" if self.ref else ""
         c = self.counterfactual
-        cf = f"\n       counterfactual {c.predicted} {c._tail()}" if c is not None else ""
+        cf = f"\n       counterfactual {c.predicted} {c.description()}" if c is not None else ""
         return (f"[{self.status}] ({kind}{refs}) {self.claim}\n"
                 f"       measured {fmt(self.measured, self.sig, self.floor)} | predicted {self.predicted} | "
                 f"tolerance {self.tolerance}{cf}")
@@ -684,19 +703,6 @@ class Verdict:
                            problem=c.problem, **({} if c.shifted_to is None else {"shifted_to": c.shifted_to}),
                            **({} if c.decision is None else {"decision": dict(c.decision)})))
         return rec
-
-
-def _group(evidence: bool, kind: str) -> str:
-    """The group a verdict counts in (:attr:`Verdict.counted_as`), from its evidence and its kind."""
-    return "evidence" if evidence else kind if kind in ("hypothesis", "external") else "check"
-
-
-def _check_reason(problem: str | None) -> str:
-    """Why a claim or derived result that is not evidence counts as a check, from its counterfactual's
-    problem (``None`` without a counterfactual)."""
-    return ("no counterfactual named" if problem is None else
-            f"its counterfactual could not have happened ({problem})" if problem else
-            "its counterfactual is not rejected either")
 
 
 def _num(x):
