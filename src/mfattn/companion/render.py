@@ -121,8 +121,8 @@ def number_html(text: str, trim: bool = False) -> str:
     ('~10^-6', '<10^-12', '-2 × 10^4')
     """
     def one(m):
-        sign, approx, mant, exp = m.group(1), m.group(2), m.group(3), int(m.group(4))
-        minus = "\u2212" if sign else ""
+        sign, approx, mant, exp = m.groups()
+        minus, exp = "\u2212" if sign else "", int(exp)
         pw = f"10<sup>{chr(0x2212) if exp < 0 else ''}{abs(exp)}</sup>"
         if approx:
             shown = f"{minus}~{pw}"
@@ -218,8 +218,7 @@ def verdict_table_html(verdicts) -> str:
             f'<td style="{_CELL}">{minus_signs_html(_esc(v.claim) + why)}{refs}</td>'
             f'<td style="{_CELL}">{number_html(fmt(v.measured, v.sig, v.floor))}</td>'
             f'<td style="{_CELL}">{number_html(v.predicted, trim=True)}</td>'
-            f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>'
-        )
+            f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>')
     head = "".join(f'<th style="{_CELL};text-align:left">{h}</th>'
                    for h in ("status", "claim", "measured", "predicted", "tolerance"))
     cols = "".join(f'<col style="width:{w}%">' for w in (14, 36, 15, 14, 21))
@@ -355,7 +354,6 @@ def report(verdicts) -> None:
     for v in verdicts:
         if not isinstance(v, Verdict):
             raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
-    for v in verdicts:
         unknown = [r for r in v.ref if r not in KNOWN]
         if unknown:
             raise ValueError(f"verdicts: {v.claim!r} cites {unknown[0]!r}, which the evidence map does not list; "
@@ -488,9 +486,7 @@ def print_grid(rows, cols, entry, *, width: int = 8, corner: str = "setting", la
     size = -(-len(cols) // max(1, parts))
     for k in range(0, len(cols), max(1, size)):
         part = cols[k:k + size]
-        if k:
-            print()
-        print(f"{corner:22s}" + "".join(f"{c:>{width}g}" for c in part))
+        print(("\n" if k else "") + f"{corner:22s}" + "".join(f"{c:>{width}g}" for c in part))  # blocks apart
         for r in rows:
             cells = [entry(r, c) for c in part]
             print(f"{label(r):22s}" + "".join(f"{e:>{width}s}" for e in cells if e is not None))
