@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
+from . import replicate as rp
+from .chapters import repo_root
 from .render import ENOTATION, minus_signs_html, result_anchor, number_html, verdict_anchor
-from .verdicts import EVIDENCE, KINDS
+from .replicate import MIN_REPLICATES, replicated, status
+from .verdicts import KINDS
 
 from .results import BEYOND, COMPANION, KNOWN, RESULTS  # noqa: F401  (re-exported: the map's rows)
 
@@ -67,22 +71,16 @@ def collect(root: Path | str | None = None) -> list[dict]:
     >>> {'chapter', 'claim', 'group', 'kind', 'measured', 'predicted', 'ref', 'status', 'tolerance'} <= set(records[0])
     True
     """
-    if root is None:
-        from .chapters import repo_root
-
-        root = repo_root()
-    from . import replicate as rp
-
-    out = []
+    root = repo_root() if root is None else root
+    loaded, out = rp.load(root), []
     for nb_path in _notebooks(root):
-        src = nb_path.with_suffix(".md")
-        reps = rp.load(root).get(nb_path.stem)
-        fresh = reps is not None and src.exists() and reps["key"] == rp.key(src)
-        for i, r in enumerate(rp.verdict_records(nb_path)):
-            r = dict(r, chapter=nb_path.stem, group=group(r))
-            if fresh and i < len(reps["verdicts"]):
-                r["replication"] = reps["verdicts"][i]
-            out.append(r)
+        src, reps = nb_path.with_suffix(".md"), loaded.get(nb_path.stem)
+        # the replication of this chapter's code and committed verdicts, if any (else stale: not shown)
+        done = reps["verdicts"] if reps is not None and src.exists() and reps["key"] == rp.key(src) else []
+        recs = [dict(r, chapter=nb_path.stem, group=group(r)) for r in rp.verdict_records(nb_path)]
+        for r, entry in zip(recs, done):  # matched by position in the chapter's report
+            r["replication"] = entry
+        out += recs
     for r in out:
         if r["kind"] not in KINDS:
             raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} has kind {r['kind']!r}")
@@ -149,8 +147,6 @@ def outcome_replicated(record: dict) -> bool:
     >>> outcome_replicated(dict(kind="hypothesis", status="FAIL"))
     False
     """
-    from .replicate import replicated
-
     return bool(record.get("replication")) and replicated(_counted(record))
 
 
@@ -176,24 +172,20 @@ def flag(record: dict) -> str:
     >>> flag(dict(kind="claim", status="PASS", evidence=True))
     'not replicated yet'
     """
-    from .replicate import replicated, status
-
-    rep = record.get("replication")
-    cf = record.get("counterfactual")
+    rep, cf = record.get("replication"), record.get("counterfactual")
     if record["kind"] in ("check", "hypothesis", "external"):
-        head = {"check": "check", "hypothesis": "hypothesis",
-                "external": "external: agreement with other authors' code"}[record["kind"]]
+        kind = record["kind"]
+        head = "external: agreement with other authors' code" if kind == "external" else kind
         return f"{head}; {status(rep)}" if rep is not None else f"{head}, not replicated yet"
     if not record.get("evidence"):
+        # counted as a check, so replicated as a check: its outcome, not its counterfactual
         why = ("no counterfactual named" if cf is None else
                f"its counterfactual could not have happened ({cf['problem']})" if cf.get("problem") else
                "its counterfactual is not rejected either")
-        # counted as a check, so replicated as a check: its outcome, not its counterfactual
         return f"check: {why}" + (f"; {status(_counted(record))}" if rep is not None else "")
     cf = cf or {}
-    form = cf.get("form", "wrong")
     against = {"competitor": f"; against a competitor ({cf.get('source', '')})",
-               "control": f"; against a measured control ({cf.get('source', '')})"}.get(form, "")
+               "control": f"; against a measured control ({cf.get('source', '')})"}.get(cf.get("form"), "")
     if rep is None:
         return "not replicated yet" + against
     # the standing's word where status() does not already say it (a replicated FAIL is no evidence for)
@@ -232,13 +224,13 @@ def table(records: list[dict]) -> list[dict]:
     >>> rows[0]["result"], rows[0]["verdicts"], rows[0]["reason"]
     ('Lemma 2.1', [], 'no verdict names it yet')
     """
-    rows = []
-    for name, what, *why in RESULTS + COMPANION + BEYOND:
+
+    def row(name, what, reason="", note=""):
         vs = [r for r in records if name in r["ref"]]
-        rows.append(dict(result=name, what=what, verdicts=vs,
-                         reason=(why[0] if why and why[0] else "no verdict names it yet") if not vs else "",
-                         note=why[1] if len(why) > 1 else ""))
-    return rows
+        reason = "" if vs else reason or "no verdict names it yet"
+        return dict(result=name, what=what, verdicts=vs, reason=reason, note=note)
+
+    return [row(*result) for result in RESULTS + COMPANION + BEYOND]
 
 
 def counts(records: list[dict]) -> dict:
@@ -291,10 +283,7 @@ def replicated_evidence(records: list[dict]) -> list[dict]:
     ...                          dict(kind="claim", status="PASS", evidence=True)]))
     1
     """
-    from .replicate import replicated
-
-    return [r for r in records if r.get("evidence") and r["status"] == "PASS" and r.get("replication")
-            and replicated(r["replication"])]
+    return [r for r in records if standing(r) == "replicated evidence"]
 
 
 def _number(x) -> float | None:
@@ -342,19 +331,18 @@ def strip_svg(values, this_run: float | None, predicted: float | None = None, *,
     pad = (hi - lo) * 0.06 or max(abs(hi), 1e-12) * 0.05
     lo, hi = lo - pad, hi + pad
 
-    def x(v):
-        return round(2 + (width - 4) * (v - lo) / (hi - lo), 1)
+
+    def tick(v, y0, y1, stroke):
+        x = round(2 + (width - 4) * (v - lo) / (hi - lo), 1)
+        return f'<line x1="{x}" y1="{y0}" x2="{x}" y2="{y1}" stroke={stroke}/>'
 
     parts = [f'<line x1="2" y1="{height / 2}" x2="{width - 2}" y2="{height / 2}" stroke="#d0d7de"/>']
-    parts += [f'<line x1="{x(v)}" y1="3" x2="{x(v)}" y2="{height - 3}" stroke="#8c959f"/>' for v in vals]
-    if predicted is not None:
-        parts.append(f'<line x1="{x(predicted)}" y1="0" x2="{x(predicted)}" y2="{height}" stroke="#1f6feb" '
-                     'stroke-dasharray="2,1"/>')
-    if this_run is not None:
-        parts.append(f'<line x1="{x(this_run)}" y1="0" x2="{x(this_run)}" y2="{height}" stroke="#000" stroke-width="2"/>')
-    title = (f"the {len(vals)} replicates from {min(vals):.3g} to {max(vals):.3g}"
-             + (f"; this run {this_run:.3g}" if this_run is not None else "")
-             + (f"; predicted {predicted:.3g}" if predicted is not None else ""))
+    parts += [tick(v, 3, height - 3, '"#8c959f"') for v in vals]
+    parts += [tick(predicted, 0, height, '"#1f6feb" stroke-dasharray="2,1"')] if predicted is not None else []
+    parts += [tick(this_run, 0, height, '"#000" stroke-width="2"')] if this_run is not None else []
+    title = f"the {len(vals)} replicates from {min(vals):.3g} to {max(vals):.3g}" + "".join(
+        f"; {what} {v:.3g}" for what, v in (("this run", this_run), ("predicted", predicted))
+        if v is not None)
     return (f'<svg class="mfattn-strip" width="{width}" height="{height}" role="img" aria-label="{title}">'
             f"<title>{title}</title>{''.join(parts)}</svg>")
 
@@ -397,11 +385,10 @@ def replication_table(chapter: str, records: list[dict]) -> str:
              "lies apart from its replicates is atypical. The words are defined on the evidence map.", "",
              "| verdict | this run | counted as | replicates | spread |", "|---|---|---|---|---|"]
     for r in mine:
-        claim = r["claim"]
-        rep = r.get("replication") or {}
-        strip = strip_svg(rep.get("values", []), _number(r.get("measured")), _number(r.get("predicted")))
-        lines.append(f"| <a href=\"#{verdict_anchor(r['claim'])}\">{_esc(claim)}</a> | {r['status']} | {group(r)} | "
-                     f"{_esc(flag(r))} | {strip} |")
+        strip = strip_svg((r.get("replication") or {}).get("values", []), _number(r.get("measured")),
+                          _number(r.get("predicted")))
+        lines.append(f"| <a href=\"#{verdict_anchor(r['claim'])}\">{_esc(r['claim'])}</a> | {r['status']} | "
+                     f"{group(r)} | {_esc(flag(r))} | {strip} |")
     return "\n".join(lines)
 
 
@@ -450,22 +437,18 @@ def _esc(s: str) -> str:
     """Markdown-safe text for a table cell, its e-notation numbers written for a reader and never
     broken across lines (:func:`mfattn.companion.render.number_html`), a sign as a minus sign. Math (``$...$``) is left as
     it is but for its pipes: an escaped star inside it is a MathJax error."""
-    parts = re.split(r"(\$[^$]+\$)", s)
-    out = []
-    for i, part in enumerate(parts):
-        if i % 2:
-            out.append(part.replace("|", "\\|"))
-        else:
-            part = part.replace("|", "\\|").replace("*", "\\*").replace("->", "→")
-            out.append(minus_signs_html(ENOTATION.sub(lambda m: number_html(m.group(0)), part)))
-    return "".join(out)
+
+    def text(part):
+        part = part.replace("*", "\\*").replace("->", "→")
+        return minus_signs_html(ENOTATION.sub(lambda m: number_html(m.group(0)), part))
+
+    parts = re.split(r"(\$[^$]+\$)", s.replace("|", "\\|"))  # odd parts are math
+    return "".join(p if i % 2 else text(p) for i, p in enumerate(parts))
 
 
 def _bib_authors(root: Path | None = None) -> dict:
     """``{key: "Surname et al. YEAR"}`` from the book's ``references.bib`` (the first author's
     surname, LaTeX accents made letters), for citation keys a reader can read."""
-    import unicodedata
-
     path = Path(root or Path(__file__).resolve().parents[3]) / "book" / "references.bib"
     try:
         text = path.read_text()
@@ -480,8 +463,8 @@ def _bib_authors(root: Path | None = None) -> dict:
             continue
         names = [n.strip() for n in re.split(r"\s+and\s+", a.group(1))]
         first = names[0].split(",")[0] if "," in names[0] else names[0].split()[-1]
-        first = re.sub(r"\\'\s*\{?(\w)\}?", lambda q: q.group(1) + "\u0301", first)
-        first = re.sub(r"\\`\s*\{?(\w)\}?", lambda q: q.group(1) + "\u0300", first)
+        accent = {"'": "\u0301", "`": "\u0300"}  # acute, grave
+        first = re.sub(r"\\(['`])\s*\{?(\w)\}?", lambda q: q.group(2) + accent[q.group(1)], first)
         first = unicodedata.normalize("NFC", re.sub(r"[{}\\]", "", first))
         out[key] = f"{first}{' et al.' if len(names) > 2 else ''} {y.group(1) if y else ''}".strip()
     return out
@@ -542,8 +525,6 @@ def standing(record: dict) -> str:
     >>> standing(dict(kind="claim", status="PASS", evidence=True)), standing(dict(kind="claim", status="PASS"))
     ('not yet replicated', 'check')
     """
-    from .replicate import replicated
-
     g = group(record)
     if g != "evidence":
         return g
@@ -585,8 +566,6 @@ def replication_short(record: dict) -> str:
     >>> replication_short(dict(kind="check", status="PASS"))
     'not replicated yet'
     """
-    from .replicate import MIN_REPLICATES, replicated, status
-
     rep = record.get("replication")
     if not rep or rep.get("n", 0) < MIN_REPLICATES:
         return "not replicated yet"
@@ -601,7 +580,7 @@ def _tag(r: dict) -> str:
     """A verdict's status as a coloured tag (``_static/mfattn.css``): green PASS, red FAIL, amber for
     a hypothesis that fails (a finding about the model); replicated evidence is marked."""
     cls = "pass" if r["status"] == "PASS" else ("hypfail" if r["kind"] == "hypothesis" else "fail")
-    strong = " mfattn-replicated" if r in replicated_evidence([r]) else ""
+    strong = " mfattn-replicated" if standing(r) == "replicated evidence" else ""
     return f'<span class="mfattn-tag mfattn-{cls}{strong}">{r["status"]}</span>'
 
 
@@ -646,16 +625,14 @@ def markdown(records: list[dict]) -> str:
         has_rep = any(r["chapter"] == ch and "replication" in r for r in records)
 
         def cell(g):
-            text = f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
             n = c[(g, "PASS")] + c[(g, "FAIL")]
             # a hypothesis, check or comparison replicates when its outcome comes out again
-            return text + (f"; {same[g]} of {n} replicate" if g != "evidence" and n and has_rep else "")
+            return (f"{c[(g, 'PASS')]} PASS, {c[(g, 'FAIL')]} FAIL"
+                    + (f"; {same[g]} of {n} replicate" if g != "evidence" and n and has_rep else ""))
 
-        n_rep = sum(r["chapter"] == ch for r in rep)
-        replicated_any = any(r["chapter"] == ch and "replication" in r for r in records)
-        lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {cell('evidence')} | "
-                     f"{n_rep if replicated_any else 'not replicated yet'} | {cell('hypothesis')} | {cell('check')} | "
-                     f"{cell('external')} |")
+        n_rep = sum(r["chapter"] == ch for r in rep) if has_rep else "not replicated yet"
+        lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {cell('evidence')} | {n_rep} | "
+                     + " | ".join(cell(g) for g in ("hypothesis", "check", "external")) + " |")
     lines += ["", "| result | what it says | strongest verdict (all of them one click away) |", "|---|---|---|"]
     authors = _bib_authors()
     for row in table(records):
@@ -707,10 +684,7 @@ def provenance(root: Path | str) -> dict:
     >>> all(m["ci_seconds"] >= 0 for m in prov.values())
     True
     """
-    out = {}
-    for nb_path in _notebooks(root):
-        out[nb_path.stem] = json.loads(nb_path.read_text())["metadata"].get("mfattn", {})
-    return out
+    return {p.stem: json.loads(p.read_text())["metadata"].get("mfattn", {}) for p in _notebooks(root)}
 
 
 def _duration(s) -> str:
@@ -747,36 +721,29 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
     >>> text.splitlines()[0]
     '| chapter | run time | profile | ran (UTC) | code |'
     """
-    from . import replicate as rp
-
     root = Path(root)
     records = collect(root) if records is None else records
     prov = provenance(root)
     reps = rp.load(root)
     lines = ["| chapter | run time | profile | ran (UTC) | code |", "|---|---|---|---|---|"]
+    envs: dict = {}
     for ch, m in prov.items():
         commit = m.get("commit")
-        code = "not recorded" if not commit else f"`{commit[:10]}`" + (" with uncommitted changes" if m.get("dirty")
-                                                                       else "")
+        code = (f"`{commit[:10]}`" + (" with uncommitted changes" if m.get("dirty") else "") if commit
+                else "not recorded")
         when = m.get("executed", "not recorded").replace("T", " ").replace("Z", "")
         lines.append(f"| [{ch}](../notebooks/{ch}.ipynb) | {_duration(m.get('ci_seconds'))} | "
                      f"{m.get('profile', 'ci')} | {when} | {code} |")
-    envs: dict = {}
-    for ch, m in prov.items():
-        if "cpu" in m:
-            key = (m["cpu"], m["cores"], m.get("threads"), m["isa"], m["python"], m["torch"], m["numpy"], m["numba"])
-        else:
-            key = ("not recorded", m.get("machine", "not recorded"))
+        key = (("not recorded", m.get("machine", "not recorded")) if "cpu" not in m else
+               (m["cpu"], m["cores"], m.get("threads"), m["isa"], m["python"], m["torch"], m["numpy"],
+                m["numba"]))
         envs.setdefault(key, []).append(ch[:2])
     lines += ["", "The machines and libraries of these runs:", ""]
     for key, chs in envs.items():
         which = ("Chapter " if len(chs) == 1 else "Chapters ") + ", ".join(chs)
-        if len(key) == 2:
-            lines.append(f"- {which}: {key[1]} (the CPU model and library versions were not recorded).")
-        else:
-            cpu, cores, threads, isa, py, torch_v, np_v, nb_v = key
-            lines.append(f"- {which}: {cpu}, {cores} cores, {threads} torch threads, torch kernels for {isa}; "
-                         f"Python {py}, torch {torch_v}, numpy {np_v}, numba {nb_v}.")
+        lines.append(f"- {which}: {key[1]} (the CPU model and library versions were not recorded)."
+                     if len(key) == 2 else "- {}: {}, {} cores, {} torch threads, torch kernels for {}; "
+                     "Python {}, torch {}, numpy {}, numba {}.".format(which, *key))
     lines += ["", "| chapter | evidence | replicated | hypotheses | checks | external |",
               "|---|---|---|---|---|---|"]
     rep_lines = ["", "| chapter | replication |", "|---|---|"]
@@ -788,12 +755,8 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
 
         r = reps.get(ch)
         fresh = any(x["chapter"] == ch and "replication" in x for x in records)
-        if r is None:
-            rep = "not run"
-        elif not fresh:
-            rep = "stale: the chapter changed since"
-        else:
-            rep = f"{len(r['seeds'])} seeds, {_duration(r.get('seconds'))}"
+        rep = ("not run" if r is None else "stale: the chapter changed since" if not fresh
+               else f"{len(r['seeds'])} seeds, {_duration(r.get('seconds'))}")
         n_rep = sum(x["chapter"] == ch for x in rep_ev)
         lines.append(f"| {ch[:2]} | {cell('evidence')} | {n_rep if fresh else '-'} | {cell('hypothesis')} | "
                      f"{cell('check')} | {cell('external')} |")

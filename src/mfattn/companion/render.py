@@ -121,8 +121,8 @@ def number_html(text: str, trim: bool = False) -> str:
     ('~10^-6', '<10^-12', '-2 × 10^4')
     """
     def one(m):
-        sign, approx, mant, exp = m.group(1), m.group(2), m.group(3), int(m.group(4))
-        minus = "\u2212" if sign else ""
+        sign, approx, mant, exp = m.groups()
+        minus, exp = "\u2212" if sign else "", int(exp)
         pw = f"10<sup>{chr(0x2212) if exp < 0 else ''}{abs(exp)}</sup>"
         if approx:
             shown = f"{minus}~{pw}"
@@ -202,20 +202,14 @@ def verdict_table_html(verdicts) -> str:
     """
     rows = []
     for v in verdicts:
-        if v.passed:
-            style = _PASS_STYLE
-        else:
-            style = _HYP_FAIL_STYLE if v.kind == "hypothesis" else _FAIL_STYLE
-        kind = f"{v.kind} → check" if v.kind in EVIDENCE and not v.evidence else v.kind
-        why = f'<br><small>(counted as a check: {_esc(v.check_reason)})</small>' if "→" in kind else ""
+        style = _PASS_STYLE if v.passed else _HYP_FAIL_STYLE if v.kind == "hypothesis" else _FAIL_STYLE
+        kind = f"{v.kind} → check" if v.check_reason else v.kind
+        why = f'<br><small>(counted as a check: {_esc(v.check_reason)})</small>' if v.check_reason else ""
         refs = ", ".join(f'<a href="../book/evidence.html#{result_anchor(r)}">{_esc(r)}</a>' for r in v.ref)
         refs = f"<br><small>bears on {refs}</small>" if refs else ""
-        cf = ""
-        if v.counterfactual is not None:
-            c = v.counterfactual
-            label = c.label()
-            cf = (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} "
-                  + minus_signs_html(f"({_esc(c.why)}{'; ' + _esc(label) if label else ''}): {c.outcome}</small>"))
+        c = v.counterfactual
+        cf = "" if c is None else (f"<br><small>counterfactual {number_html(c.predicted, trim=True)} "
+                                   f"{minus_signs_html(_esc(c.description()))}</small>")
         rows.append(
             f'<tr class="mfattn-{v.status.lower()} mfattn-kind-{v.kind}" id="{verdict_anchor(v.claim)}">'
             f'<td style="{_CELL}"><span class="mfattn-status" style="{style};{_TAG}">{v.status}</span><br>'
@@ -224,8 +218,7 @@ def verdict_table_html(verdicts) -> str:
             f'<td style="{_CELL}">{minus_signs_html(_esc(v.claim) + why)}{refs}</td>'
             f'<td style="{_CELL}">{number_html(fmt(v.measured, v.sig, v.floor))}</td>'
             f'<td style="{_CELL}">{number_html(v.predicted, trim=True)}</td>'
-            f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>'
-        )
+            f'<td style="{_CELL}"><small>{number_html(v.tolerance, trim=True)}</small>{cf}</td></tr>')
     head = "".join(f'<th style="{_CELL};text-align:left">{h}</th>'
                    for h in ("status", "claim", "measured", "predicted", "tolerance"))
     cols = "".join(f'<col style="width:{w}%">' for w in (14, 36, 15, 14, 21))
@@ -263,8 +256,9 @@ def value_html(value) -> str:
     >>> value_html(1e-8)
     '<span class="mfattn-num" data-v="1.00e-08">10<sup>−8</sup></span>'
     """
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_item_html(v) for v in value)
+    if isinstance(value, (list, tuple)):  # a nested list or tuple in parentheses
+        return ", ".join(f"({value_html(v)})" if isinstance(v, (list, tuple)) else value_html(v)
+                         for v in value)
     if value is None:
         return "none"
     if isinstance(value, str):
@@ -277,11 +271,6 @@ def value_html(value) -> str:
         if not 1e-3 <= abs(value) < 1e4 and float(short) == value:
             return number_html(short, trim=True)
     return _esc(repr(value))
-
-
-def _item_html(value) -> str:
-    """A list's item for :func:`value_html`: a nested list or tuple in parentheses."""
-    return f"({value_html(value)})" if isinstance(value, (list, tuple)) else value_html(value)
 
 
 def comment_html(comment: str) -> str:
@@ -359,13 +348,12 @@ def report(verdicts) -> None:
     is rejected): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or
     no counterfactual that could have happened and is rejected): 0 PASS, 1 FAIL.
     """
+    from .results import KNOWN  # the results the evidence map lists
+
     verdicts = list(verdicts)
     for v in verdicts:
         if not isinstance(v, Verdict):
             raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
-    from .results import KNOWN  # the results the evidence map lists
-
-    for v in verdicts:
         unknown = [r for r in v.ref if r not in KNOWN]
         if unknown:
             raise ValueError(f"verdicts: {v.claim!r} cites {unknown[0]!r}, which the evidence map does not list; "
@@ -423,47 +411,41 @@ def show_config(cfg, source=None, values=None) -> None:
     items = list(vars(cfg).items())
     if not items:
         raise ValueError("cfg: no settings to show")
-    run = dict(values or {})
-    run.update(vars(cfg))
+    profile = f'<code>{_esc(getattr(cfg, "profile", ""))}</code>'
     if source is None:
         text = "effective parameters: " + ", ".join(f"{k}={v!r}" for k, v in items)
         cells = [f'<td style="padding:2px 8px"><code>{_esc(k)}</code></td>'
                  f'<td style="padding:2px 8px">{_esc(repr(v))}</td>' for k, v in items]
-        if len(cells) % 2:
-            cells.append('<td></td><td></td>')
-        rows = "".join(f"<tr>{cells[i]}{cells[i + 1]}</tr>" for i in range(0, len(cells), 2))
-        html_text = (f'<table class="mfattn-config" style="font-size:0.85em;border-collapse:collapse;'
-                     f'table-layout:fixed;width:100%"><caption style="text-align:left">effective parameters of '
-                     f'this run (profile <code>{_esc(getattr(cfg, "profile", ""))}</code>)</caption>'
-                     f'<tbody>{rows}</tbody></table>')
-        _display(text, html_text)
-        return
+        cells += ["<td></td><td></td>"] * (len(cells) % 2)
+        rows = "".join(f"<tr>{a}{b}</tr>" for a, b in zip(cells[::2], cells[1::2]))
+        return _display(text, f'<table class="mfattn-config" style="font-size:0.85em;'
+                        f'border-collapse:collapse;table-layout:fixed;width:100%"><caption style="text-align:'
+                        f'left">effective parameters of this run (profile {profile})</caption><tbody>{rows}'
+                        f'</tbody></table>')
     from .chapters import parameter_rows
 
+    run = {**(values or {}), **vars(cfg)}
     table = parameter_rows(source)
     profs = [k for k in table[0] if k not in ("name", "comment")] if table else []
     head = ["parameter", "this run", *profs, "meaning"]
-    body = [[r["name"], repr(run[r["name"]]) if r["name"] in run else "", *(repr(r[p]) for p in profs),
-             r["comment"]] for r in table]
-    text = "\n".join(["parameters (this run, then each profile's value):"]
-                      + [f"  {b[0]} = {b[1]}  [" + ", ".join(f"{p}: {v}" for p, v in zip(profs, b[2:-1])) + "]"
-                         for b in body])
     # the table shows values for a reader (value_html); the plain text keeps Python's literals
-    shown = [[r["name"], value_html(run[r["name"]]) if r["name"] in run else "",
-              *(value_html(r[p]) for p in profs), r["comment"]] for r in table]
+    body = lambda show: [[r["name"], show(run[r["name"]]) if r["name"] in run else "",  # noqa: E731
+                          *(show(r[p]) for p in profs), r["comment"]] for r in table]
+    text = "\n".join(["parameters (this run, then each profile's value):"]
+                     + [f"  {b[0]} = {b[1]}  [{', '.join(f'{p}: {v}' for p, v in zip(profs, b[2:-1]))}]"
+                        for b in body(repr)])
     # automatic layout: each column as wide as its longest word needs, values wrap at spaces
     cell = "padding:2px 6px;vertical-align:top;border-top:1px solid #d0d7de"
     ths = "".join(f'<th style="{cell};text-align:left">{_esc(h)}</th>' for h in head)
     # each value cell names its column (data-label): on a phone the rows stack and show it (_static/mfattn.css)
-    trs = "".join("<tr>" + f'<td style="{cell}"><code>{_esc(b[0])}</code></td>'
+    trs = "".join(f'<tr><td style="{cell}"><code>{_esc(b[0])}</code></td>'
                   + "".join(f'<td style="{cell}" data-label="{_esc(h)}">{x}</td>' for h, x in zip(head[1:-1], b[1:-1]))
-                  + f'<td style="{cell}"><small>{comment_html(b[-1])}</small></td></tr>' for b in shown)
-    html_text = (f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;'
-                 f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
-                 f'<code>{_esc(getattr(cfg, "profile", ""))}</code>) and each profile\'s values; '
-                 f'<code>python -m mfattn run CHAPTER -p NAME VALUE</code> sets one</caption>'
-                 f'<thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>')
-    _display(text, html_text)
+                  + f'<td style="{cell}"><small>{comment_html(b[-1])}</small></td></tr>'
+                  for b in body(value_html))
+    _display(text, f'<table class="mfattn-config" style="font-size:0.8em;border-collapse:collapse;'
+             f'width:100%"><caption style="text-align:left">parameters of this chapter: this run (profile '
+             f'{profile}) and each profile\'s values; <code>python -m mfattn run CHAPTER -p NAME VALUE'
+             f'</code> sets one</caption><thead><tr>{ths}</tr></thead><tbody>{trs}</tbody></table>')
 
 
 def print_grid(rows, cols, entry, *, width: int = 8, corner: str = "setting", label=str, parts: int = 2) -> None:
@@ -504,9 +486,7 @@ def print_grid(rows, cols, entry, *, width: int = 8, corner: str = "setting", la
     size = -(-len(cols) // max(1, parts))
     for k in range(0, len(cols), max(1, size)):
         part = cols[k:k + size]
-        if k:
-            print()
-        print(f"{corner:22s}" + "".join(f"{c:>{width}g}" for c in part))
+        print(("\n" if k else "") + f"{corner:22s}" + "".join(f"{c:>{width}g}" for c in part))  # blocks apart
         for r in rows:
             cells = [entry(r, c) for c in part]
             print(f"{label(r):22s}" + "".join(f"{e:>{width}s}" for e in cells if e is not None))

@@ -24,6 +24,8 @@ neither does a corrected sentence. The evidence map (:mod:`mfattn.companion.evid
 
 from __future__ import annotations
 
+import configparser
+import functools
 import hashlib
 import json
 import math
@@ -35,7 +37,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .runner import verdict_records  # the verdict records an executed notebook stores (book.report)
+from .chapters import UserError, find_chapter, parameter_rows, repo_root
+from .runner import EXIT_FAILED_CLAIM, code_cells, code_version, verdict_records
+from .verdicts import EVIDENCE, assess, decide
 
 __all__ = ["FOLDER", "FORMAT", "MIN_REPLICATES", "MIN_RATE", "key", "front_matter_hash", "engine", "seeds", "replicate",
            "aggregate", "rederive", "load", "status", "replicated"]
@@ -61,24 +65,15 @@ def _sanitiser(root: Path):
     strings: the key sees a printed field as nbval compares it, so that a rerun whose outputs nbval
     accepts as the same (a last digit of rounding, a float64 residual of 1e-16 against 9e-17) keeps
     its replication record."""
-    import configparser
-
-    cfg_path = Path(root, "nbval-sanitize.cfg")
-    if not cfg_path.exists():
-        return lambda x: x
     cfg = configparser.ConfigParser(interpolation=None)
-    cfg.read(cfg_path)
+    cfg.read(Path(root, "nbval-sanitize.cfg"))  # none there: no substitution
     subs = [(re.compile(cfg[sec]["regex"]), cfg[sec]["replace"]) for sec in cfg.sections()
             if "regex" in cfg[sec] and "replace" in cfg[sec]]
 
     def clean(x):
-        if isinstance(x, str):
-            for rx, rep in subs:
-                x = rx.sub(rep, x)
-            return x
         if isinstance(x, list):
             return [clean(v) for v in x]
-        return x
+        return functools.reduce(lambda t, sub: sub[0].sub(sub[1], t), subs, x) if isinstance(x, str) else x
 
     return clean
 
@@ -109,8 +104,6 @@ def key(src: Path) -> dict:
     >>> sorted(key(root / "notebooks" / "07-two-layer-baseline.md"))
     ['front_matter', 'source', 'verdicts']
     """
-    from .runner import code_cells
-
     src = Path(src)
     clean = _sanitiser(src.resolve().parent.parent)
     printed = [{k: clean(r.get(k)) for k in PRINTED}
@@ -145,8 +138,6 @@ def front_matter_hash(src: Path) -> str:
     >>> len(front_matter_hash(root / "notebooks" / "07-two-layer-baseline.md"))
     64
     """
-    from .chapters import parameter_rows
-
     try:
         ci = {r["name"]: r.get("ci") for r in parameter_rows(Path(src))}
     except ValueError:  # a file with no parameters (a test's stand-in): nothing to key
@@ -170,15 +161,15 @@ def engine() -> dict:
     >>> sorted(engine())
     ['commit', 'dirty']
     """
-    root = Path(__file__).resolve().parents[3]
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=Path(__file__).resolve().parents[3], capture_output=True,
+                              text=True, timeout=30).stdout
+
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "notebooks"], cwd=root,
-                               capture_output=True, text=True, timeout=30).stdout.splitlines()
+        head, dirty = git("rev-parse", "HEAD").strip(), git("status", "--porcelain", "--", "src", "notebooks")
     except (OSError, subprocess.SubprocessError):
         return {"commit": "", "dirty": []}
-    return {"commit": head, "dirty": sorted(line[3:] for line in dirty)}
+    return {"commit": head, "dirty": sorted(line[3:] for line in dirty.splitlines())}
 
 
 def _decision(r: dict) -> dict:
@@ -215,8 +206,6 @@ def rederive(entry: dict) -> tuple[int, int]:
     >>> rederive({"kind": "claim", "decisions": [one, one, wide]})  # the wide interval accepts -0.3 too
     (3, 2)
     """
-    from .verdicts import EVIDENCE, assess, decide
-
     passed = evidence = 0
     for d in entry["decisions"]:
         dec = d["decision"]
@@ -226,10 +215,9 @@ def rederive(entry: dict) -> tuple[int, int]:
         if not (ok and entry["kind"] in EVIDENCE and cf is not None):
             continue
         form = cf.get("form", "wrong")
-        if form == "control" or "decision" in cf:
-            cf_passed = decide(cf["decision"], dec["prediction"])
-        else:
-            cf_passed = decide(dec, cf["prediction"])
+        # a control (or a shifted fit) stores its own decision of the verdict's prediction
+        cf_passed = (decide(cf["decision"], dec["prediction"]) if form == "control" or "decision" in cf
+                     else decide(dec, cf["prediction"]))
         _, problem = assess(dec, {**cf, "form": form, "prediction": cf.get("prediction")}, passed=cf_passed)
         evidence += not problem and not cf_passed
     return passed, evidence
@@ -384,32 +372,28 @@ def status(entry: dict, *, spread: bool = True) -> str:
     >>> status(dict(e, kind="hypothesis", passed=6), spread=False)
     'varies: PASS in 6 of 10 replicates'
     """
-    word = "fragile" if entry["kind"] in ("claim", "derived") else "varies"
+    claim, committed = entry["kind"] in ("claim", "derived"), entry.get("committed", "PASS")
     n, p = entry["n"], entry["passed"]
     if entry["by_construction"]:
         text = f"the same value, {entry['q50']:.3g}, in every replicate"
-        if entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS":
+        if claim and committed == "PASS":
             text += f"; PASS in {p} of {n}, counterfactual rejected in {entry['evidence']}"
-        return text if replicated(entry) else f"{word}: {text}"
-    same = p if entry.get("committed", "PASS") == "PASS" else n - p
-    text = f"{entry.get('committed', 'PASS')} in {same} of {n} replicates"
-    if entry.get("committed", "PASS") == "FAIL" and p >= MIN_RATE * n and n >= MIN_REPLICATES:
-        # both outcomes, plainly: the committed run failed, the replicates pass
-        text = f"FAIL in this run; PASS in {p} of {n} replicates (the committed run is atypical)"
-    if entry["kind"] in ("claim", "derived") and (entry.get("committed", "PASS") == "PASS" or p >= MIN_RATE * n):
-        text += f", counterfactual rejected in {entry['evidence']}"
-        if "decisions" not in entry:
-            text += " (counted before the counterfactual rules of MAX_MARGIN; to be replicated again)"
-    if spread and math.isfinite(entry["q50"]):
-        text += (f"; median {entry['q50']:.3g}, range of the {len(entry.get('values', [])) or n} replicates "
-                 f"[{min(_finite(entry)):.3g}, {max(_finite(entry)):.3g}]" if _finite(entry) else "")
-    if n < MIN_REPLICATES:  # too few replicates to call it either way
-        return f"not yet replicated ({n} of the {MIN_REPLICATES} replicates the rule needs): {text}"
-    return text if replicated(entry) else f"{word}: {text}"
-
-
-def _finite(entry: dict) -> list[float]:
-    return [v for v in (_float(x) for x in entry.get("values", [])) if math.isfinite(v)]
+    else:
+        text = f"{committed} in {p if committed == 'PASS' else n - p} of {n} replicates"
+        if committed == "FAIL" and p >= MIN_RATE * n and n >= MIN_REPLICATES:
+            # both outcomes, plainly: the committed run failed, the replicates pass
+            text = f"FAIL in this run; PASS in {p} of {n} replicates (the committed run is atypical)"
+        if claim and (committed == "PASS" or p >= MIN_RATE * n):
+            text += f", counterfactual rejected in {entry['evidence']}"
+            if "decisions" not in entry:
+                text += " (counted before the counterfactual rules of MAX_MARGIN; to be replicated again)"
+        finite = [v for v in map(_float, entry.get("values", [])) if math.isfinite(v)]
+        if spread and math.isfinite(entry["q50"]) and finite:
+            text += (f"; median {entry['q50']:.3g}, range of the {len(entry.get('values', [])) or n} "
+                     f"replicates [{min(finite):.3g}, {max(finite):.3g}]")
+        if n < MIN_REPLICATES:  # too few replicates to call it either way
+            return f"not yet replicated ({n} of the {MIN_REPLICATES} replicates the rule needs): {text}"
+    return text if replicated(entry) else f"{'fragile' if claim else 'varies'}: {text}"
 
 
 def replicated(entry: dict) -> bool:
@@ -440,16 +424,13 @@ def replicated(entry: dict) -> bool:
     >>> replicated(dict(n=10, passed=0, evidence=0, by_construction=False, kind="hypothesis", committed="FAIL"))
     True
     """
-    if entry["by_construction"] and entry["kind"] not in ("claim", "derived"):
+    claim, failed = entry["kind"] in ("claim", "derived"), entry.get("committed", "PASS") == "FAIL"
+    if entry["by_construction"] and not claim:
         return True  # a check whose value no draw changes
-    if (entry["kind"] in ("claim", "derived") and entry.get("committed", "PASS") == "PASS"
-            and "decisions" not in entry):
+    if claim and not failed and "decisions" not in entry:
         return False  # a format-1 record: counted under the counterfactual rules before MAX_MARGIN
     n, p = entry["n"], entry["passed"]
-    if entry.get("committed", "PASS") == "FAIL":
-        same = n - p
-    else:
-        same = entry["evidence"] if entry["kind"] in ("claim", "derived") else p
+    same = n - p if failed else entry["evidence"] if claim else p
     return n >= MIN_REPLICATES and same >= MIN_RATE * n
 
 
@@ -481,43 +462,37 @@ def _run_one(root: Path, src: Path, seed: int, quiet: bool) -> tuple[int, list[d
     ``python -m mfattn run`` so that several run at once. A seed that finished before is reused only
     when it ran the same code (``mfattn.companion.runner.code_version``: the package and the
     chapter's code cells); after any change it runs again."""
-    from .runner import EXIT_FAILED_CLAIM, code_version
-
     out = root / "runs" / src.stem / "replicate" / f"seed-{seed}"
     nb = out / f"{src.stem}.ipynb"
     done = out / "done.json"
     version = code_version(src)
     if done.exists():
         d = json.loads(done.read_text())
-        if d.get("code") == version:
-            if "error" in d:
-                return seed, d["error"], d["seconds"]
-            if nb.exists():
-                return seed, verdict_records(nb), d["seconds"]
+        if d.get("code") == version and ("error" in d or nb.exists()):
+            return seed, d["error"] if "error" in d else verdict_records(nb), d["seconds"]
         done.unlink()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "mfattn", "run", src.stem, "-p", "seed", str(seed), "--out", str(out), "--quiet"]
     r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
     secs = time.perf_counter() - t0
+    error = None
     # a run that ended with a failed claim (EXIT_FAILED_CLAIM) finished: its verdicts are the replicate
     if r.returncode not in (0, EXIT_FAILED_CLAIM) or not nb.exists():
-        # the chapter itself failed under this seed: a replicate in which no verdict passed, kept as
-        # such (with the error) rather than dropped, since it is what a user running that seed meets
-        error = (r.stderr.strip().splitlines() or ["no output"])[-1]
         if r.returncode in (130, 137, 143) or r.returncode < 0:
             # interrupted or killed (Ctrl-C, a signal): not the chapter's fault; nothing to record,
             # a rerun resumes
             raise SystemExit(f"mfattn replicate: seed {seed} was interrupted (exit status {r.returncode}); "
                              "rerun the same command to resume")
-        done.write_text(json.dumps({"seconds": round(secs, 1), "error": error, "code": version}))
-        if not quiet:
-            print(f"mfattn replicate: {src.stem} seed {seed} FAILED in {secs:.0f} s: {error}", file=sys.stderr)
-        return seed, error, secs
-    done.write_text(json.dumps({"seconds": round(secs, 1), "code": version}))
+        # the chapter itself failed under this seed: a replicate in which no verdict passed, kept as
+        # such (with the error) rather than dropped, since it is what a user running that seed meets
+        error = (r.stderr.strip().splitlines() or ["no output"])[-1]
+    done.write_text(json.dumps({"seconds": round(secs, 1), **({} if error is None else {"error": error}),
+                                "code": version}))
     if not quiet:
-        print(f"mfattn replicate: {src.stem} seed {seed} done in {secs:.0f} s", file=sys.stderr)
-    return seed, verdict_records(nb), secs
+        outcome = f"done in {secs:.0f} s" if error is None else f"FAILED in {secs:.0f} s: {error}"
+        print(f"mfattn replicate: {src.stem} seed {seed} {outcome}", file=sys.stderr)
+    return seed, verdict_records(nb) if error is None else error, secs
 
 
 def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, quiet: bool = False,
@@ -551,21 +526,18 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
     >>> from mfattn.companion.replicate import replicate  # doctest: +SKIP
     >>> replicate(root, root / "notebooks" / "07-two-layer-baseline.md", 10, jobs=2)  # doctest: +SKIP
     """
-    from .chapters import parameter_rows
-
     rows = {r["name"]: r for r in parameter_rows(src)}
     if "seed" not in rows:
         raise SystemExit(f"mfattn replicate: {src.stem} has no seed parameter")
     committed = rows["seed"].get("ci", 0)
-    committed = int(committed) if isinstance(committed, int) else 0
-    todo = seeds(committed, k)
+    todo = seeds(int(committed) if isinstance(committed, int) else 0, k)
     if not isinstance(jobs, int) or jobs < 1:
         raise SystemExit(f"mfattn replicate: --jobs must be a positive integer, got {jobs!r}")
-    runs, secs = {}, 0.0
     with ThreadPoolExecutor(max_workers=jobs) as ex:
-        for seed, recs, s in ex.map(lambda s: _run_one(root, src, s, quiet), todo):
-            runs[seed], secs = recs, secs + s  # recs: the records, or the error of a failed run
-    record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed (resumed ones as recorded)
+        done = list(ex.map(lambda s: _run_one(root, src, s, quiet), todo))
+    runs = {seed: recs for seed, recs, _ in done}  # recs: the records, or the error of a failed run
+    secs = sum((s for *_, s in done), 0.0)  # resumed ones as recorded
+    record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed
     path = Path(root, FOLDER, f"{src.stem}.json")
     if path.exists() and not force:
         old = json.loads(path.read_text())
@@ -588,15 +560,10 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
 
 def main(args) -> int:
     """``python -m mfattn replicate CHAPTER --seeds K [--jobs J]``."""
-    from .chapters import find_chapter, repo_root
-
+    for opt in ("seeds", "jobs"):
+        if getattr(args, opt) < 1:
+            raise UserError(f"replicate --{opt} {getattr(args, opt)}: must be a positive integer")
     root = repo_root()
-    from .chapters import UserError
-
-    if args.seeds < 1:
-        raise UserError(f"replicate --seeds {args.seeds}: must be a positive integer")
-    if args.jobs < 1:
-        raise UserError(f"replicate --jobs {args.jobs}: must be a positive integer")
     replicate(root, find_chapter(root, args.chapter), args.seeds, jobs=args.jobs, quiet=args.quiet,
               force=args.force)
     return 0

@@ -12,6 +12,7 @@ chapters import both through :mod:`mfattn.companion.book`.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 __all__ = ["EVIDENCE", "FORMS", "KINDS", "MAX_MARGIN", "RULES", "Counterfactual", "Verdict", "all_passed", "assess",
@@ -59,9 +60,7 @@ def fmt(x: float, sig: int = 3, floor: float = 0.0) -> str:
     if abs(x) < floor:
         return f">-{floor:.0e}" if x < 0 else f"<{floor:.0e}"
     if sig == 0:
-        if x == 0:
-            return "0"
-        return f"{'-' if x < 0 else ''}~1e{round(math.log10(abs(x))):+03d}"
+        return "0" if x == 0 else f"{'-' if x < 0 else ''}~1e{round(math.log10(abs(x))):+03d}"
     return f"{x:.{sig - 1}e}"
 
 
@@ -117,25 +116,21 @@ def decide(decision: dict, prediction) -> bool:
     True
     """
     rule = decision.get("rule")
-    fin = lambda *xs: all(math.isfinite(x) for x in xs)  # noqa: E731
     # a stored decision holds non-finite numbers as strings ("inf", "-inf", "nan"): float() reads them
-    decision = {k: (float(v) if isinstance(v, str) and k != "rule" else v) for k, v in decision.items()}
-    prediction = tuple(float(p) for p in prediction) if isinstance(prediction, (tuple, list)) else float(prediction)
+    d = {k: (float(v) if isinstance(v, str) and k != "rule" else v) for k, v in decision.items()}
+    p = tuple(float(x) for x in prediction) if isinstance(prediction, (tuple, list)) else float(prediction)
+    fin = lambda *keys: all(math.isfinite(d[k]) for k in keys)  # noqa: E731
     if rule == "close":
-        v, tol = decision["value"], decision["tol"]
-        return fin(v) and abs(v - prediction) <= tol
+        return fin("value") and abs(d["value"] - p) <= d["tol"]
     if rule == "at_most":
-        v, tol = decision["value"], decision["tol"]
-        return fin(v) and v <= prediction + tol
+        return fin("value") and d["value"] <= p + d["tol"]
     if rule == "within":
-        lo, hi = prediction
-        v, a, b = decision["value"], decision["a"], decision["b"]
-        return (fin(v, a, b) and (lo < a if decision["lo_open"] else lo <= a)
-                and (b < hi if decision["hi_open"] else b <= hi))
+        return (fin("value", "a", "b") and (p[0] < d["a"] if d["lo_open"] else p[0] <= d["a"])
+                and (d["b"] < p[1] if d["hi_open"] else d["b"] <= p[1]))
     if rule == "fit":
-        return decision["lo"] <= prediction <= decision["hi"]
+        return d["lo"] <= p <= d["hi"]
     if rule == "fit_at_most":
-        return fin(decision["lo"]) and decision["lo"] <= prediction
+        return fin("lo") and d["lo"] <= p
     raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
 
 
@@ -235,7 +230,7 @@ def competitor(prediction, why: str, *, source: str) -> dict:
     """
     if not isinstance(source, str) or not source.strip():
         raise ValueError("source: a competitor names the theory or computation its value comes from")
-    return {"competitor": prediction, "why": why, "form": "competitor", "source": source}
+    return {"prediction": prediction, "why": why, "form": "competitor", "source": source}
 
 
 def shifted(fit, rate: float, why: str) -> dict:
@@ -275,28 +270,21 @@ def shifted(fit, rate: float, why: str) -> dict:
     >>> far.evidence, far.counterfactual.problem.startswith("43.8 half-widths")
     (False, True)
     """
-    value, lo, hi = _rate(fit)
-    d = rate - value
-    if hasattr(fit, "slope"):
-        moved = fit._replace(slope=value + d, slope_lo=lo + d, slope_hi=hi + d)
-    else:
-        moved = fit._replace(order=value + d, order_lo=lo + d, order_hi=hi + d)
+    d = rate - _rate(fit)[0]
+    moved = fit._replace(**{k: getattr(fit, k) + d for k in _fields(fit)})
     return {"perturbed": moved, "why": f"{why} (the same interval about {rate:+.3f})", "interval": None, "sig": 3,
             "floor": 0.0, "form": "wrong", "shifted_to": float(rate)}
 
 
 def _perturb(decision: dict, cf: dict) -> dict:
     """The verdict's decision with the perturbed measurement in place of the measured numbers."""
-    m, d = cf["perturbed"], dict(decision)
-    if d["rule"] in ("fit", "fit_at_most"):
-        value, lo, hi = _rate(m)
-        d.update(value=value, lo=lo, hi=hi) if d["rule"] == "fit" else d.update(value=value, lo=lo)
-    elif d["rule"] == "within":
-        a, b = (m, m) if cf.get("interval") is None else cf["interval"]
-        d.update(value=float(m), a=float(a), b=float(b))
+    m = cf["perturbed"]
+    if decision["rule"] in ("fit", "fit_at_most"):
+        new = dict(zip(("value", "lo", "hi"), _rate(m)))
     else:
-        d.update(value=float(m))
-    return d
+        a, b = (m, m) if cf.get("interval") is None else cf["interval"]
+        new = dict(value=float(m), a=float(a), b=float(b))
+    return {k: new.get(k, v) for k, v in decision.items()}  # the numbers the rule reads, in place
 
 
 #: Names a constant expression may use: a value built from these and literals alone is a number
@@ -334,21 +322,18 @@ def constant_counterfactuals(code: str) -> list[str]:
     tree = ast.parse(code)
     aliases = {"perturbed"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                                for a in n.names if a.name == "perturbed" and a.asname}
-    out = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and node.args):
-            continue
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        if name not in aliases:  # a competitor's value is a theory's number by design; its source says which
-            continue
-        nodes = list(ast.walk(node.args[0]))
-        names = {n.id for n in nodes if isinstance(n, ast.Name)}
-        numbers = [n for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, (int, float))
-                   and not isinstance(n.value, bool)]
-        if numbers and names <= _CONSTANT_NAMES and not any(isinstance(n, ast.Constant) and isinstance(n.value, str)
-                                                            for n in nodes):
-            out.append(ast.get_source_segment(code, node) or ast.dump(node))
-    return out
+
+    def constant(node):  # literals, and names of math functions, alone; no string
+        nodes = list(ast.walk(node))
+        values = [n.value for n in nodes if isinstance(n, ast.Constant)]
+        return ({n.id for n in nodes if isinstance(n, ast.Name)} <= _CONSTANT_NAMES
+                and not any(isinstance(v, str) for v in values)
+                and any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values))
+
+    # a competitor's value is a theory's number by design; its source says which
+    return [ast.get_source_segment(code, n) or ast.dump(n) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and n.args and constant(n.args[0])
+            and getattr(n.func, "attr", getattr(n.func, "id", "")) in aliases]
 
 
 _UNIT = {"fit": "half-widths of its interval", "fit_at_most": "half-widths of its interval",
@@ -379,15 +364,10 @@ def resolution(decision: dict) -> float:
     """
     g = lambda k: float(decision[k])  # noqa: E731 (stored decisions hold non-finite numbers as strings)
     rule = decision.get("rule")
-    if rule == "fit":
-        return (g("hi") - g("lo")) / 2
-    if rule == "fit_at_most":
-        return g("value") - g("lo")
-    if rule in ("close", "at_most"):
-        return abs(g("tol"))
-    if rule == "within":
-        return (g("b") - g("a")) / 2
-    raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
+    if rule not in RULES:
+        raise ValueError(f"decision: rule {rule!r} is not one of {RULES}")
+    return {"fit": lambda: (g("hi") - g("lo")) / 2, "fit_at_most": lambda: g("value") - g("lo"),
+            "within": lambda: (g("b") - g("a")) / 2}.get(rule, lambda: abs(g("tol")))()
 
 
 def assess(decision: dict, cf: dict, passed: bool = False) -> tuple[float | None, str]:
@@ -437,10 +417,10 @@ def assess(decision: dict, cf: dict, passed: bool = False) -> tuple[float | None
     form = cf.get("form", "wrong")
     if form not in FORMS:
         raise ValueError(f"counterfactual: form {form!r} is not one of {sorted(FORMS)}")
+    unsourced = not str(cf.get("source") or "").strip()
     if form == "control":
-        return None, ("" if str(cf.get("source") or "").strip() else
-                      "a perturbed measurement without its source (perturbed(..., source=) names the run and "
-                      "quantity)")
+        return None, ("a perturbed measurement without its source (perturbed(..., source=) names the run and "
+                      "quantity)" if unsourced else "")
     p = decision["prediction"]
     q = cf["shifted_to"] if "shifted_to" in cf else cf["prediction"]
     if isinstance(p, (list, tuple)):  # a range: a counterfactual range must meet it
@@ -453,7 +433,7 @@ def assess(decision: dict, cf: dict, passed: bool = False) -> tuple[float | None
     dist = abs(float(q) - float(p))
     margin = dist / res if res > 0 else (0.0 if dist == 0 else math.inf)
     if form == "competitor":
-        return margin, ("" if str(cf.get("source") or "").strip() else "a competitor without its source")
+        return margin, "a competitor without its source" if unsourced else ""
     if margin > MAX_MARGIN and not passed:
         far = f"{margin:.1f}" if math.isfinite(margin) else "infinitely many"
         unit = _UNIT[decision["rule"]] if res > 0 else f"{_UNIT[decision['rule']]} (it resolves none)"
@@ -547,6 +527,25 @@ class Counterfactual:
         if self.margin is None:
             return ""
         return f"{self.margin:.1f} {self.unit} from the prediction, at most {MAX_MARGIN:g}"
+
+    def description(self) -> str:
+        """What a verdict's line and table row print after the counterfactual's value: why, its
+        :meth:`label` and its outcome.
+
+        Returns
+        -------
+        str
+            ``"(WHY; LABEL): rejected"``, or ``"(WHY): ..."`` without a label.
+
+        Examples
+        --------
+        >>> from mfattn.companion.book import check_close
+        >>> v = check_close("c", 1.0, 1.0, 0.1, kind="claim", counterfactual=(1.25, "a quarter more"))
+        >>> v.counterfactual.description()
+        '(a quarter more; 2.5 tolerances from the prediction, at most 4): rejected'
+        """
+        label = self.label()
+        return f"({self.why}{'; ' + label if label else ''}): {self.outcome}"
 
 
 @dataclass(frozen=True)
@@ -643,16 +642,6 @@ class Verdict:
                 f"its counterfactual could not have happened ({c.problem})" if c.problem else
                 "its counterfactual is not rejected either")
 
-    def _kind_text(self) -> str:
-        return f"{self.kind}, counted as a check: {self.check_reason}" if self.check_reason else self.kind
-
-    def _cf_text(self) -> str:
-        c = self.counterfactual
-        if c is None:
-            return ""
-        label = c.label()
-        return f"counterfactual {c.predicted} ({c.why}{'; ' + label if label else ''}): {c.outcome}"
-
     def line(self) -> str:
         """The verdict as two lines of plain text, as :func:`~mfattn.companion.render.report` prints it outside a notebook.
 
@@ -677,13 +666,13 @@ class Verdict:
                measured -5.10e-01 | predicted -5.00e-01 | tolerance +-5.00e-02
                counterfactual -3.50e-01 (an N^-0.35 rate; 3.0 tolerances from the prediction, at most 4): rejected
         """
+        kind = f"{self.kind}, counted as a check: {self.check_reason}" if self.check_reason else self.kind
         refs = f"; {', '.join(self.ref)}" if self.ref else ""
-        cf = f"\n       {self._cf_text()}" if self.counterfactual is not None else ""
-        return (
-            f"[{self.status}] ({self._kind_text()}{refs}) {self.claim}\n"
-            f"       measured {fmt(self.measured, self.sig, self.floor)} | predicted {self.predicted} | "
-            f"tolerance {self.tolerance}{cf}"
-        )
+        c = self.counterfactual
+        cf = f"\n       counterfactual {c.predicted} {c.description()}" if c is not None else ""
+        return (f"[{self.status}] ({kind}{refs}) {self.claim}\n"
+                f"       measured {fmt(self.measured, self.sig, self.floor)} | predicted {self.predicted} | "
+                f"tolerance {self.tolerance}{cf}")
 
     def record(self) -> dict:
         """The machine-readable form that :func:`~mfattn.companion.render.report` stores with the executed notebook.
@@ -724,42 +713,37 @@ def _num(x):
     return x if math.isfinite(x) else str(x)
 
 
-def _verdict(claim, measured, predicted, tolerance, decision, prediction, kind, ref, sig=3, floor=0.0,
+def _floats(d: dict) -> dict:
+    return {k: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+            for k, v in d.items()}
+
+
+def _verdict(claim, measured, predicted, tolerance, why, decision, prediction, kind, ref, sig=3, floor=0.0,
              counterfactual=None, show=None) -> Verdict:
-    """A verdict decided by :func:`decide`, with its counterfactual ``(prediction, why)`` decided the
-    same way (``show`` prints a prediction as the verdict prints its own)."""
-    decision = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
-                for k, v in decision.items()}
-    decision["prediction"] = _num(prediction)  # kept, so that a stored decision can be taken again
-    cf = None
-    if isinstance(counterfactual, dict) and "perturbed" in counterfactual:
-        d = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
-             for k, v in _perturb(decision, counterfactual).items()}
-        shown = fmt(d["value"], counterfactual.get("sig", 3), counterfactual.get("floor", 0.0))
-        form = counterfactual.get("form", "control")
-        margin, problem = assess(decision, {**counterfactual, "form": form}, passed=bool(decide(d, prediction)))
-        cf = Counterfactual(prediction, f"measured {shown}", counterfactual["why"], bool(decide(d, prediction)), d,
-                            form, margin, counterfactual.get("source", ""), problem, counterfactual.get("shifted_to"),
-                            _UNIT[decision["rule"]])
-    elif isinstance(counterfactual, dict) and "competitor" in counterfactual:
-        p = counterfactual["competitor"]
-        margin, problem = assess(decision, {"form": "competitor", "prediction": _num(p),
-                                            "source": counterfactual["source"]})
-        cf = Counterfactual(p, show(p), counterfactual["why"], bool(decide(decision, p)), None, "competitor", margin,
-                            counterfactual["source"], problem, None, _UNIT[decision["rule"]])
-    elif counterfactual is not None:
-        if not (isinstance(counterfactual, tuple) and len(counterfactual) == 2 and isinstance(counterfactual[1], str)):
-            raise ValueError(f"counterfactual: expected (prediction, why), competitor(...) or perturbed(...), "
-                             f"got {counterfactual!r}")
-        p, why = counterfactual
-        margin, problem = assess(decision, {"form": "wrong", "prediction": _num(p)}, passed=bool(decide(decision, p)))
-        if problem.startswith("a range that does not meet"):
-            raise ValueError(f"counterfactual: {show(p)} ({why}) is {problem}; a counterfactual must be able to "
-                             f"pass beside the prediction (see mfattn.companion.verdicts.assess)")
-        cf = Counterfactual(p, show(p), why, bool(decide(decision, p)), None, "wrong", margin, "", problem, None,
-                            _UNIT[decision["rule"]])
-    return Verdict(claim, measured, predicted, tolerance, bool(decide(decision, prediction)), kind or "", ref, sig,
-                   floor, decision, cf)
+    """A verdict decided by :func:`decide`, with its counterfactual (a wrong prediction ``(prediction,
+    why)``, :func:`competitor` or :func:`perturbed`) decided the same way (``show`` prints a
+    prediction as the verdict prints its own); ``why`` is appended to the tolerance."""
+    decision = dict(_floats(decision), prediction=_num(prediction))  # kept, so that it can be taken again
+    c, cf = counterfactual, None
+    if isinstance(c, tuple) and len(c) == 2 and isinstance(c[1], str):
+        c = {"prediction": c[0], "why": c[1], "form": "wrong"}
+    elif c is not None and not (isinstance(c, dict) and c.get("form") in FORMS):
+        raise ValueError(f"counterfactual: expected (prediction, why), competitor(...) or perturbed(...), "
+                         f"got {c!r}")
+    if c is not None:
+        # the decision with the perturbed measurement's numbers, for a control or a shifted fit
+        d = _floats(_perturb(decision, c)) if "perturbed" in c else None
+        p = prediction if d else c["prediction"]
+        passed = bool(decide(d or decision, p))
+        margin, problem = assess(decision, {**c, "prediction": _num(p)}, passed=passed)
+        if "perturbed" not in c and c["form"] == "wrong" and problem.startswith("a range that does not meet"):
+            raise ValueError(f"counterfactual: {show(p)} ({c['why']}) is {problem}; a counterfactual must be "
+                             f"able to pass beside the prediction (see mfattn.companion.verdicts.assess)")
+        shown = f"measured {fmt(d['value'], c['sig'], c['floor'])}" if d else show(p)
+        cf = Counterfactual(p, shown, c["why"], passed, d, c["form"], margin, c.get("source", ""), problem,
+                            c.get("shifted_to"), _UNIT[decision["rule"]])
+    return Verdict(claim, measured, predicted, tolerance + (f" ({why})" if why else ""),
+                   bool(decide(decision, prediction)), kind or "", ref, sig, floor, decision, cf)
 
 
 def check_close(claim: str, measured: float, predicted: float, tol: float, why: str = "", *, kind: str = None,
@@ -806,7 +790,7 @@ def check_close(claim: str, measured: float, predicted: float, tol: float, why: 
     >>> v.passed, v.predicted, v.tolerance
     (True, '6.93e-01', '+-1.00e-03 (float64 rounding)')
     """
-    return _verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}" + (f" ({why})" if why else ""),
+    return _verdict(claim, measured, fmt(predicted), f"+-{fmt(tol)}", why,
                     dict(rule="close", value=measured, tol=tol), predicted, kind, ref, sig, floor, counterfactual, fmt)
 
 
@@ -852,7 +836,7 @@ def check_at_most(claim: str, measured: float, bound: float, tol: float = 0.0, w
     >>> v.passed, v.predicted, v.tolerance
     (True, '<= 5.00e-02', '+0.00e+00')
     """
-    return _verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}" + (f" ({why})" if why else ""),
+    return _verdict(claim, measured, f"<= {fmt(bound)}", f"+{fmt(tol)}", why,
                     dict(rule="at_most", value=measured, tol=tol), bound, kind, ref, sig, floor, counterfactual,
                     lambda b: f"<= {fmt(b)}")
 
@@ -907,16 +891,18 @@ def check_within(claim: str, measured: float, lo: float, hi: float, *, interval=
     a, b = (measured, measured) if interval is None else interval
     rng = lambda r: f"in {'(' if lo_open else '['}{fmt(r[0])}, {fmt(r[1])}{')' if hi_open else ']'}"  # noqa: E731
     tol = "point value" if interval is None else f"interval [{fmt(a, sig)}, {fmt(b, sig)}]"
-    return _verdict(claim, measured, rng((lo, hi)), tol + (f" ({why})" if why else ""),
-                    dict(rule="within", value=measured, a=a, b=b, lo_open=lo_open, hi_open=hi_open), (lo, hi), kind,
-                    ref, sig, 0.0, counterfactual, rng)
+    return _verdict(claim, measured, rng((lo, hi)), tol, why, dict(rule="within", value=measured, a=a, b=b,
+                    lo_open=lo_open, hi_open=hi_open), (lo, hi), kind, ref, sig, 0.0, counterfactual, rng)
+
+
+def _fields(fit) -> tuple[str, str, str]:
+    """The fields of a fitted rate and its interval: a LogLogFit's slope, an OrderFit's order."""
+    return ("slope", "slope_lo", "slope_hi") if hasattr(fit, "slope") else ("order", "order_lo", "order_hi")
 
 
 def _rate(fit) -> tuple[float, float, float]:
     """(rate, lower, upper): the slope of a LogLogFit or the order of an OrderFit, with its interval."""
-    if hasattr(fit, "slope"):
-        return fit.slope, fit.slope_lo, fit.slope_hi
-    return fit.order, fit.order_lo, fit.order_hi
+    return tuple(getattr(fit, k) for k in _fields(fit))
 
 
 def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = None, ref=(),
@@ -960,9 +946,9 @@ def check_fit(claim: str, fit, predicted: float, why: str = "", *, kind: str = N
     (True, '-0.500', '95% CI [-0.600, -0.440]')
     """
     value, lo, hi = _rate(fit)
-    tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]" + (f" ({why})" if why else "")
-    return _verdict(claim, value, f"{predicted:+.3f}", tol, dict(rule="fit", value=value, lo=lo, hi=hi), predicted,
-                    kind, ref, counterfactual=counterfactual, show=lambda p: f"{p:+.3f}")
+    return _verdict(claim, value, f"{predicted:+.3f}", f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]", why,
+                    dict(rule="fit", value=value, lo=lo, hi=hi), predicted, kind, ref,
+                    counterfactual=counterfactual, show=lambda p: f"{p:+.3f}")
 
 
 def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str = None, ref=(),
@@ -1007,10 +993,9 @@ def check_fit_at_most(claim: str, fit, bound: float, why: str = "", *, kind: str
     False
     """
     value, lo, hi = _rate(fit)
-    tol = (f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]; PASS unless the whole CI lies above the bound"
-           + (f" ({why})" if why else ""))
-    return _verdict(claim, value, f"<= {bound:+.3f}", tol, dict(rule="fit_at_most", value=value, lo=lo), bound,
-                    kind, ref, counterfactual=counterfactual, show=lambda b: f"<= {b:+.3f}")
+    tol = f"{fit.level:.0%} CI [{lo:+.3f}, {hi:+.3f}]; PASS unless the whole CI lies above the bound"
+    return _verdict(claim, value, f"<= {bound:+.3f}", tol, why, dict(rule="fit_at_most", value=value, lo=lo),
+                    bound, kind, ref, counterfactual=counterfactual, show=lambda b: f"<= {b:+.3f}")
 
 
 def summary(verdicts) -> str:
@@ -1038,16 +1023,11 @@ def summary(verdicts) -> str:
     is rejected): 1 PASS, 0 FAIL. Hypotheses (PASS: it holds): 0 PASS, 0 FAIL. Checks (by construction, or
     no counterfactual that could have happened and is rejected): 1 PASS, 1 FAIL.
     """
-    verdicts = list(verdicts)
-
-    def count(group):
-        vs = [v for v in verdicts if v.counted_as == group]
-        n_fail = sum(not v.passed for v in vs)
-        return f"{len(vs) - n_fail} PASS, {n_fail} FAIL"
-
+    n = Counter((v.counted_as, v.passed) for v in verdicts)
+    count = lambda g: f"{n[g, True]} PASS, {n[g, False]} FAIL"  # noqa: E731
     external = (f" External (agreement with other authors' code): {count('external')}."
-                if any(v.kind == "external" for v in verdicts) else "")
-    return (f"verdicts: {len(verdicts)}. Evidence (claims and derived results with a counterfactual that could "
+                if n["external", True] + n["external", False] else "")
+    return (f"verdicts: {n.total()}. Evidence (claims and derived results with a counterfactual that could "
             f"have happened and is rejected): {count('evidence')}. Hypotheses (PASS: it holds): "
             f"{count('hypothesis')}. Checks (by construction, or no counterfactual that could have happened and is "
             f"rejected): {count('check')}.{external}")
