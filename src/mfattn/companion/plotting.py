@@ -76,8 +76,7 @@ def use() -> None:
         from IPython import get_ipython
     except ImportError:  # matplotlib alone: the style is all there is to apply
         return
-    shell = get_ipython()
-    if shell is not None:
+    if (shell := get_ipython()) is not None:
         from matplotlib.figure import Figure
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 

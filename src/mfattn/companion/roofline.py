@@ -157,7 +157,8 @@ def peak_flops(dtype=np.float32, *, seconds: float = 0.2) -> float:
 
 
 def fma_values(reps: int, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
-    """What the FMA kernel computes, for a test against the closed form: ``(per-thread sums, x0)``."""
+    """``reps`` steps of the FMA kernel on every thread: ``(per-thread sums, x0)``, for a test against
+    the closed form; :func:`peak_flops` times it."""
     dtype = np.dtype(dtype)
     x0, out = np.linspace(0, 1, LANES).astype(dtype), np.zeros(_threads(), dtype)
     _fma_kernel(reps, dtype.type(0.999), dtype.type(0.001), x0, out)
