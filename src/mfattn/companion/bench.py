@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+import timeit
 from pathlib import Path
 
 import torch
@@ -47,50 +47,41 @@ import torch.nn.functional as F
 
 from ..models import fused as _fused
 from ..models.model import HeadModel
-from .roofline import machine
+from . import roofline
 
 __all__ = ["flop_count", "time_call", "device_peaks", "problem", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
            "run_tokens", "main"]
 
 IMPLS = ("fused", "engine", "naive", "loop")
+_LABEL = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
 
 
 # --------------------------------------------------------------------------- baselines
-def _unpack(heads, d_x, d_k):
-    m = d_x * d_k
-    N = heads.shape[0]
-    return (heads[:, :m].view(N, d_x, d_k), heads[:, m:2 * m].view(N, d_x, d_k),
-            heads[:, 2 * m:3 * m].view(N, d_x, d_k), heads[:, 3 * m:].view(N, d_k, d_x))
-
-
-def _loss(z, Y):
-    return (torch.logsumexp(z, -1) - (Y * z).sum(-1)).mean()
+def _autograd(model: HeadModel, Y, heads, weights, logits):
+    """The risk's gradient by autograd through ``logits(W_Q, W_K, W_V, W_O)``, each ``(N, ...)``, over
+    ``w_i``: the risk's gradient in ``omega_i`` is ``w_i grad Phi(omega_i; rho)``."""
+    h = heads.detach().requires_grad_(True)
+    *qkv, o = h.split(model.d_x * model.d_k, dim=1)
+    z = logits(*(w.unflatten(1, (model.d_x, model.d_k)) for w in qkv), o.unflatten(1, (model.d_k, model.d_x)))
+    (g,) = torch.autograd.grad((torch.logsumexp(z, -1) - (Y * z).sum(-1)).mean(), h)
+    return g / weights[:, None]
 
 
 def loop_grad(model: HeadModel, X, Y, heads, weights):
-    """``grad Phi(omega_i; rho)`` of every head by a per-head Python loop over SDPA and autograd.
-
-    The risk's gradient in ``omega_i`` is ``w_i grad Phi(omega_i; rho)``, so it is divided by ``w_i``."""
-    h = heads.detach().requires_grad_(True)
-    W_Q, W_K, W_V, W_O = _unpack(h, model.d_x, model.d_k)
-    z = 0
-    for i in range(h.shape[0]):
-        o = F.scaled_dot_product_attention(X @ W_Q[i], X @ W_K[i], X @ W_V[i], is_causal=True)
-        z = z + weights[i] * (o @ W_O[i])
-    (g,) = torch.autograd.grad(_loss(z @ model.W_out, Y), h)
-    return g / weights[:, None]
+    """``grad Phi(omega_i; rho)`` of every head by a per-head Python loop over SDPA and autograd."""
+    def logits(W_Q, W_K, W_V, W_O):
+        outs = (F.scaled_dot_product_attention(X @ W_Q[i], X @ W_K[i], X @ W_V[i], is_causal=True) @ W_O[i]
+                for i in range(len(W_O)))  # one SDPA call per head
+        return sum(w * o for w, o in zip(weights, outs)) @ model.W_out
+    return _autograd(model, Y, heads, weights, logits)
 
 
 def naive_grad(model: HeadModel, X, Y, heads, weights):
     """The same by one batched pass that materialises every head's features ``psi (N, B, L, d_v)``."""
-    h = heads.detach().requires_grad_(True)
-    W_Q, W_K, W_V, W_O = _unpack(h, model.d_x, model.d_k)
-    Xh = X.unsqueeze(0)
-    o = F.scaled_dot_product_attention(Xh @ W_Q[:, None], Xh @ W_K[:, None], Xh @ W_V[:, None], is_causal=True)
-    psi = o @ W_O[:, None] @ model.W_out  # (N, B, L, d_v)
-    z = torch.einsum("n,nblv->blv", weights, psi)
-    (g,) = torch.autograd.grad(_loss(z, Y), h)
-    return g / weights[:, None]
+    def logits(W_Q, W_K, W_V, W_O):
+        o = F.scaled_dot_product_attention(*(X @ W[:, None] for W in (W_Q, W_K, W_V)), is_causal=True)
+        return torch.einsum("n,nblv->blv", weights, o @ W_O[:, None] @ model.W_out)  # psi: (N, B, L, d_v)
+    return _autograd(model, Y, heads, weights, logits)
 
 
 def engine_grad(model: HeadModel, X, Y, heads, weights):
@@ -141,8 +132,7 @@ def flop_count(L: int, d_x: int, d_k: int) -> int:
     ``+ 2 L d_k d_x`` (``W_O``); a backward pass costs two forward passes' matrix products, so one
     gradient evaluation is counted as ``3 F``. The softmax, the mask and ``W_out`` (shared, once
     after the head sum) are not counted."""
-    fwd = 2 * L * 3 * d_x * d_k + 4 * L * L * d_k + 2 * L * d_k * d_x
-    return 3 * fwd
+    return 3 * (2 * L * 3 * d_x * d_k + 4 * L * L * d_k + 2 * L * d_k * d_x)
 
 
 # ------------------------------------------------------------------------ measurement
@@ -193,19 +183,10 @@ def time_call(fn, device, repeats: int, warmup: int = 1, spread: list | None = N
     >>> 0.002 <= t < 0.5, len(spread)
     (True, 1)
     """
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise ValueError(f"repeats: expected a positive integer, got {repeats!r}")
-    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
-        raise ValueError(f"warmup: expected an integer >= 0, got {warmup!r}")
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
+    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
+    times = timeit.repeat(lambda: (fn(), _sync(device)), repeat=warmup + repeats, number=1)[warmup:]
     med = statistics.median(times)
     if spread is not None:
         q = statistics.quantiles(times, n=4) if len(times) >= 3 else [med, med, med]
@@ -214,11 +195,7 @@ def time_call(fn, device, repeats: int, warmup: int = 1, spread: list | None = N
 
 
 def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise OSError(f"{field} not in /proc/self/status")
+    return int(re.search(rf"^{field}:\s*(\d+)", Path("/proc/self/status").read_text(), re.M)[1])
 
 
 def _peak_memory(fn, device) -> int | None:
@@ -232,8 +209,7 @@ def _peak_memory(fn, device) -> int | None:
         return torch.cuda.max_memory_allocated(device) - base
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand freed pages back, so that the RSS is live data
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the high-water mark VmHWM
+        Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark VmHWM
         base = _status_kb("VmRSS")
         fn()
         return 1024 * max(_status_kb("VmHWM") - base, 0)
@@ -267,8 +243,7 @@ def device_peaks(device, dtype) -> dict:
     (1024, True, True)
     """
     n = 8192 if device.type == "cuda" else 1024
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+    a, b = torch.randn(2, n, n, device=device, dtype=dtype)
     t = time_call(lambda: a @ b, device, 5)
     x = torch.empty(1 << (28 if device.type == "cuda" else 24), device=device, dtype=torch.float32)
     tc = time_call(lambda: x.clone(), device, 5)
@@ -307,10 +282,8 @@ def problem(task: str, n_data: int, L: int, d_x: int, d_k: int, dtype, device, s
     """
     from ..models.tasks import make_task
 
-    kw = dict(n=n_data, seed=seed, dtype=dtype, device=device)
-    if task == "teacher":
-        kw.update(L=L, d_x=d_x, d_k=d_k)
-    return make_task(task, **kw)
+    shape = dict(L=L, d_x=d_x, d_k=d_k) if task == "teacher" else {}
+    return make_task(task, n=n_data, seed=seed, dtype=dtype, device=device, **shape)
 
 
 def run_benchmark(
@@ -319,54 +292,57 @@ def run_benchmark(
     compile_time_too=True,
 ) -> dict:
     """Run the benchmark; returns the results as a JSON-ready dict (see the module docstring)."""
-    dev = torch.device(device)
-    dt = getattr(torch, dtype)
+    # imported here: the timing helpers import without tqdm (tools/device_check.py)
+    from .._progress import progress_bar
+
+    dev, dt = torch.device(device), getattr(torch, dtype)
     tk = problem(task, n_data, L, d_x, d_k, dt, dev, seed)
     model, X, Y = tk.model, tk.data.X, tk.data.Y
     n, L = X.shape[0], X.shape[1]
     if naive_max_bytes is None:  # the naive pass keeps about 8 (N, B, L, L) tensors for autograd
-        total = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else \
-            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        naive_max_bytes = total // 4
+        naive_max_bytes = (torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda"
+                           else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // 4
     item = torch.finfo(dt).bits // 8
     g = torch.Generator().manual_seed(seed + 1)
+
+    def draw(N):  # N heads and their equal weights
+        heads = 0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)
+        return heads.to(device=dev, dtype=dt), torch.full((N,), 1.0 / N, dtype=dt, device=dev)
+
     flops = flop_count(L, model.d_x, model.d_k)
     load0 = os.getloadavg()[0]
-    out = {"machine": machine(dev), "device": str(dev), "dtype": dtype, "task": task, "n_data": n, "L": L,
-           "d_x": model.d_x, "d_k": model.d_k, "d_v": model.d_v, "repeats": repeats,
-           "flops_per_head_sample": flops, "peaks": device_peaks(dev, dt), "rows": [], "budgets": []}
     # the best path on this device is the reference of every row: the fused pass on a CPU
     best = "fused" if dev.type == "cpu" and _fused.available() else "engine"
     impls = [i for i in IMPLS if i != "fused" or best == "fused"]
-    out["best"] = best
+    out = {"machine": roofline.machine(dev), "device": str(dev), "dtype": dtype, "task": task, "n_data": n,
+           "L": L, "d_x": model.d_x, "d_k": model.d_k, "d_v": model.d_v, "repeats": repeats,
+           "flops_per_head_sample": flops, "peaks": device_peaks(dev, dt), "rows": [], "budgets": [],
+           "best": best}
     if best == "fused" and compile_time_too:
         out["fused_compile"] = compile_time()
-    stopped = set()
-    from .._progress import progress_bar  # here: the timing helpers import without tqdm (tools/device_check.py)
-
-    bar = progress_bar(list(Ns), enabled=progress, desc="bench N", leave=False)
-    for N in bar:
-        heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
-        w = torch.full((N,), 1.0 / N, dtype=dt, device=dev)
+    loop_stopped = False
+    for N in progress_bar(list(Ns), enabled=progress, desc="bench N", leave=False):
+        heads, w = draw(N)
         idx = torch.randint(n, (1,), generator=g).to(dev)
         Xs, Ys = X[idx], Y[idx]
         row = {"N": N}
         ref = GRADS[best](model, X, Y, heads, w)
         scale = float(ref.abs().max())
+        skip = {"loop": loop_stopped, "naive": 8 * N * n * L * L * item > naive_max_bytes}
         for impl in impls:
-            if impl in stopped or (impl == "naive" and 8 * N * n * L * L * item > naive_max_bytes):
+            if skip.get(impl):
                 continue
             grad = GRADS[impl]
-            gr = grad(model, X, Y, heads, w)
-            row[f"{impl}_agree"] = float((gr - ref).abs().max()) / scale  # relative to the largest entry
+            full = lambda: grad(model, X, Y, heads, w)  # noqa: E731
+            row[f"{impl}_agree"] = float((full() - ref).abs().max()) / scale  # relative to the largest entry
             sp = []
-            row[f"{impl}_grad_s"] = time_call(lambda: grad(model, X, Y, heads, w), dev, repeats, spread=sp)
+            row[f"{impl}_grad_s"] = time_call(full, dev, repeats, spread=sp)
             row[f"{impl}_sgd_s"] = time_call(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats, spread=sp)
             row[f"{impl}_grad_spread"], row[f"{impl}_sgd_spread"] = sp
             if memory:
-                row[f"{impl}_grad_mem"] = _peak_memory(lambda: grad(model, X, Y, heads, w), dev)
-            if impl == "loop" and row["loop_grad_s"] * repeats > loop_max_seconds:
-                stopped.add("loop")  # larger N would only take longer; the ratio is already clear
+                row[f"{impl}_grad_mem"] = _peak_memory(full, dev)
+            # larger N would only take longer; the ratio is already clear
+            loop_stopped |= impl == "loop" and row["loop_grad_s"] * repeats > loop_max_seconds
         for impl in ("fused", "engine"):
             if f"{impl}_grad_s" in row:
                 row[f"{impl}_head_samples_per_s"] = N * n / row[f"{impl}_grad_s"]
@@ -378,18 +354,14 @@ def run_benchmark(
                 row[f"speedup_sgd_vs_{impl}"] = row[f"{impl}_sgd_s"] / row[f"{best}_sgd_s"]
         out["rows"].append(row)
         del heads
-    N = max(Ns)
-    heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
-    w = torch.full((N,), 1.0 / N, dtype=dt, device=dev)
-    for b in budgets:
-        m = HeadModel(model.W_out, model.d_k, memory_budget=int(b), fused=False)
-        out["budgets"].append({"N": N, "budget": int(b), "grad_s": time_call(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)})
+    heads, w = draw(max(Ns))
+    for b in map(int, budgets):
+        m = HeadModel(model.W_out, model.d_k, memory_budget=b, fused=False)
+        grad_s = time_call(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)
+        out["budgets"].append({"N": max(Ns), "budget": b, "grad_s": grad_s})
     out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]  # 1-minute load average, before and after
     if profile:
-        heads = (0.5 * torch.randn(profile, model.d_omega, generator=g, dtype=torch.float64)).to(device=dev, dtype=dt)
-        w = torch.full((profile,), 1.0 / profile, dtype=dt, device=dev)
-        out["profile"] = profile_engine(model, X, Y, heads, w, dev)
-        out["profile"]["N"] = profile
+        out["profile"] = {**profile_engine(model, X, Y, *draw(profile), dev), "N": profile}
     return out
 
 
@@ -401,11 +373,10 @@ def profile_engine(model, X, Y, heads, w, device, top: int = 12) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    engine_grad(model, X, Y, heads, w)
-    _sync(device)
+    call = lambda: (engine_grad(model, X, Y, heads, w), _sync(device))  # noqa: E731
+    call()  # warm-up, not profiled
     with profile(activities=acts) as prof:
-        engine_grad(model, X, Y, heads, w)
-        _sync(device)
+        call()
     events = prof.key_averages()
     if device.type == "cuda":
         own = lambda e: getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
@@ -437,14 +408,10 @@ def _kernel(name: str) -> str:
     (``void at::native::(anonymous namespace)::softmax_warp_forward<float, ...>`` is
     ``softmax_warp_forward``), with the functor an elementwise kernel applies, cut at 40
     characters: the profile table fits the column."""
-    depth, bare = 0, []
-    for ch in name:
-        depth += ch in "<("
-        if depth == 0:
-            bare.append(ch)
-        depth -= ch in ">)"
-    text = "".join(bare).split()[-1] if "".join(bare).split() else name
-    text = text.rsplit("::", 1)[-1] or name
+    bare, prev = name, None
+    while bare != prev:  # innermost brackets first; then whatever an unclosed one opens (a cut name)
+        bare, prev = re.sub(r"[<(][^<>()]*[>)]", "", bare), bare
+    text = (re.split(r"[<(]", bare)[0].split() or [name])[-1].rsplit("::", 1)[-1] or name
     op = re.search(r"(\w+Functor)\b", name) or re.search(r"(\w+Op)\b", name)
     if op:
         text += f" ({op.group(1)})"
@@ -453,57 +420,50 @@ def _kernel(name: str) -> str:
 
 def table(res: dict) -> str:
     """The results as a Markdown table (the book's benchmark page includes it)."""
-    m = res["machine"]
+    m, pk, name = res["machine"], res["peaks"], _LABEL
     where = m.get("gpu") or m["cpu"]
-    pk = res["peaks"]
+    best = res.get("best", "engine")  # results saved before the fused path have only the torch path
+    others = [i for i in IMPLS if i != best and (i != "fused" or best == "fused")]
+
+    def pm(r, impl, op):  # the median and the calls' spread (results saved before spreads have none)
+        v = r.get(f"{impl}_{op}_spread")
+        text = _fmt_s(r[f"{impl}_{op}_s"]) + ("" if v is None else f" ±{50 * v:.0f}%")
+        return text.replace(" ", "\u00a0")
+
+    def sp(r, impl):
+        k = f"speedup_grad_vs_{impl}"
+        return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
+
     lines = [
         f"Machine: {where}; torch {m['torch']}, {m['threads']} CPU threads; {res['dtype']}.",
         f"Problem: task `{res['task']}`, {res['n_data']} sequences of L = {res['L']}, d_x = {res['d_x']}, "
         f"d_k = {res['d_k']}, d_v = {res['d_v']}; median of {res['repeats']} calls.",
         f"Same-run roofline: {res['dtype']} matrix product {pk['matmul_flops'] / 1e12:.3g} TFLOP/s "
         f"({pk['matmul_size']}^3), copy {pk['copy_bytes_per_s'] / 1e9:.3g} GB/s (read + write).",
-        "",
-    ]
-    best = res.get("best", "engine")  # results saved before the fused path have only the torch path
-    name = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
-    others = [i for i in IMPLS if i != best and (i != "fused" or best == "fused")]
-    # two tables that fit the book's column: speed, then memory
-    lines += [
+        "",  # two tables that fit the book's column: speed, then memory
         f"| N | {name[best]} grad | {name[best]} SGD step | GFLOP/s | % of product rate | "
         + " | ".join(f"× {name[i]}" for i in others) + " |",
         "|" + "---:|" * (5 + len(others)),
     ]
-    for r in res["rows"]:
-        def sp(impl):
-            k = f"speedup_grad_vs_{impl}"
-            return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
-        def pm(impl, op):  # the median and the calls' spread (results saved before spreads have none)
-            v = r.get(f"{impl}_{op}_spread")
-            return (_fmt_s(r[f"{impl}_{op}_s"]) + ("" if v is None else f" ±{50 * v:.0f}%")).replace(" ", "\u00a0")
-        lines.append(
-            f"| {r['N']} | {pm(best, 'grad')} | {pm(best, 'sgd')} | "
-            f"{r[f'{best}_flops'] / 1e9:.3g} | {100 * r[f'{best}_flops'] / pk['matmul_flops']:.2g}% | "
-            + " | ".join(sp(i) for i in others) + " |")
+    lines += [f"| {r['N']} | {pm(r, best, 'grad')} | {pm(r, best, 'sgd')} | {r[f'{best}_flops'] / 1e9:.3g} | "
+              f"{100 * r[f'{best}_flops'] / pk['matmul_flops']:.2g}% | "
+              + " | ".join(sp(r, i) for i in others) + " |" for r in res["rows"]]
     lines += ["", f"'× {name[others[0]]}': the {name[best]} pass's speed-up, full gradient / SGD step.", "",
               "| N | " + " | ".join(f"memory {name[i]}" for i in [best] + others) + " | heads |",
               "|" + "---:|" * (len(others) + 3)]
-    for r in res["rows"]:
-        lines.append(f"| {r['N']} | " + " | ".join(_fmt_b(r.get(f"{i}_grad_mem")) for i in [best] + others)
-                     + f" | {_fmt_b(r['heads_bytes'])} |")
+    lines += [f"| {r['N']} | " + " | ".join(_fmt_b(r.get(f"{i}_grad_mem")) for i in [best] + others)
+              + f" | {_fmt_b(r['heads_bytes'])} |" for r in res["rows"]]
     lines += ["", "±: half the interquartile range of the calls, relative to the median."]
-    warn = warning(res)
-    if warn:
-        lines += ["", warn]
+    lines += ["", warn] if (warn := warning(res)) else []
     worst = max(max(r.get(f"{i}_agree", 0.0) for i in others) for r in res["rows"])
-    lines += ["", f"The {len(others) + 1} implementations agree to {worst:.1e} (largest gradient difference relative "
-              f"to the largest gradient entry, against the {name[best]}). 'not run': the naive pass would exceed a "
-              "quarter of the memory, or the loop exceeded its time budget at a smaller N."]
-    if res.get("fused_compile"):
-        c = res["fused_compile"]
-        lines += ["", f"First call of the fused kernels in a fresh process (float32 and float64): {c['cold_s']:.3g} s "
-                  f"compiling with an empty numba cache, {c['cached_s']:.3g} s loading the cache that run wrote."]
-    if res.get("profile"):
-        prof = res["profile"]
+    lines += ["", f"The {len(others) + 1} implementations agree to {worst:.1e} (largest gradient difference "
+              f"relative to the largest gradient entry, against the {name[best]}). 'not run': the naive pass "
+              "would exceed a quarter of the memory, or the loop exceeded its time budget at a smaller N."]
+    if c := res.get("fused_compile"):
+        lines += ["", "First call of the fused kernels in a fresh process (float32 and float64): "
+                  f"{c['cold_s']:.3g} s compiling with an empty numba cache, {c['cached_s']:.3g} s loading "
+                  "the cache that run wrote."]
+    if prof := res.get("profile"):
         lines += ["", f"Profile of one full-gradient evaluation on the torch path at N = {prof['N']} "
                   f"({prof['total_ms']:.3g} ms of kernel time):", "", "| kernel | calls | ms | share |",
                   "|---|---:|---:|---:|"]
@@ -530,9 +490,6 @@ def warning(res: dict) -> str | None:
             "Rerun on an idle machine before comparing them.")
 
 
-_LABEL = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
-
-
 def plot(res: dict, path: Path) -> None:
     import matplotlib
 
@@ -542,28 +499,23 @@ def plot(res: dict, path: Path) -> None:
     from . import plotting
 
     with matplotlib.rc_context(plotting.STYLE):
-        _plot(res, path, plotting, plt)
-
-
-def _plot(res: dict, path: Path, plotting, plt) -> None:
-    fig, (a, b) = plotting.panels(2, height=3.4)
-    rows = res["rows"]
-    for impl, style in zip(IMPLS, ("D-", "o-", "s--", "^:")):
-        pts = [(r["N"], r[f"{impl}_grad_s"]) for r in rows if f"{impl}_grad_s" in r]
-        if pts:
-            a.loglog(*zip(*pts), style, label=_LABEL[impl])
-        pts = [(r["N"], r[f"{impl}_grad_mem"]) for r in rows if r.get(f"{impl}_grad_mem")]
-        if pts:
-            b.loglog(*zip(*pts), style, label=_LABEL[impl])
-    b.loglog([r["N"] for r in rows], [r["heads_bytes"] for r in rows], "k-", lw=0.8, label="head storage")
-    a.set(xlabel="heads N", ylabel="seconds per full gradient", title=f"time ({res['device']}, {res['dtype']})")
-    b.set(xlabel="heads N", ylabel="bytes", title="peak working memory")
-    for ax in (a, b):
-        ax.grid(True, which="major", alpha=0.3)
-    handles, labels = b.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels))
-    fig.savefig(path, dpi=plotting.DPI)
-    plt.close(fig)
+        fig, (a, b) = plotting.panels(2, height=3.4)
+        rows = res["rows"]
+        for impl, style in zip(IMPLS, ("D-", "o-", "s--", "^:")):
+            for ax, key in ((a, f"{impl}_grad_s"), (b, f"{impl}_grad_mem")):
+                pts = [(r["N"], r[key]) for r in rows if r.get(key)]
+                if pts:
+                    ax.loglog(*zip(*pts), style, label=_LABEL[impl])
+        b.loglog([r["N"] for r in rows], [r["heads_bytes"] for r in rows], "k-", lw=0.8, label="head storage")
+        a.set(xlabel="heads N", ylabel="seconds per full gradient",
+              title=f"time ({res['device']}, {res['dtype']})")
+        b.set(xlabel="heads N", ylabel="bytes", title="peak working memory")
+        for ax in (a, b):
+            ax.grid(True, which="major", alpha=0.3)
+        handles, labels = b.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=len(labels))
+        fig.savefig(path, dpi=plotting.DPI)
+        plt.close(fig)
 
 
 #: Chapter 06's shapes (systems B, tokens n, dimension d): the circle's batch of ReLU settings at
@@ -595,14 +547,12 @@ def run_tokens(repeats: int = 15) -> dict:
         err = max(float((S - S0).abs().max() / S0.abs().max()), float(((Z - Z0) / Z0).abs().max()))
         if not err < 1e-12:
             raise RuntimeError(f"token sums: the fused and torch paths differ by {err:.2e} at {(B, n, d)}")
-        spread = []
-        t_f = time_call(lambda: _fused.token_sums(X, s.beta), cpu, repeats, spread=spread)
-        t_t = time_call(stored, cpu, repeats, spread=spread)
-        t_s = time_call(lambda: tk.step(X, s, 0.1), cpu, repeats, spread=spread)
+        spread, calls = [], (lambda: _fused.token_sums(X, s.beta), stored, lambda: tk.step(X, s, 0.1))
+        t_f, t_t, t_s = [time_call(f, cpu, repeats, spread=spread) for f in calls]
         rows.append(dict(B=B, n=n, d=d, fused_s=t_f, torch_s=t_t, step_s=t_s, spread=max(spread),
                          pair_rate=B * n * n / t_f))
-    return {"kind": "tokens", "dtype": "float64", "threads": torch.get_num_threads(), "machine": machine(cpu),
-            "load": list(os.getloadavg()), "rows": rows}
+    return {"kind": "tokens", "dtype": "float64", "threads": torch.get_num_threads(),
+            "machine": roofline.machine(cpu), "load": list(os.getloadavg()), "rows": rows}
 
 
 def tokens_table(res: dict) -> str:
@@ -612,10 +562,9 @@ def tokens_table(res: dict) -> str:
              "spread: the largest of the three figures' spreads over their calls.", "",
              "| B, n, d | fused | torch path (stored kernel) | speed-up | pairs per second | "
              "whole Euler step, fused | spread |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in res["rows"]:
-        lines.append(f"| {r['B']}, {r['n']}, {r['d']} | {_fmt_s(r['fused_s'])} | {_fmt_s(r['torch_s'])} | "
-                     f"{r['torch_s'] / r['fused_s']:.1f}x | {r['pair_rate']:.3g} | {_fmt_s(r['step_s'])} | "
-                     f"{100 * r['spread']:.0f}% |")
+    lines += [f"| {r['B']}, {r['n']}, {r['d']} | {_fmt_s(r['fused_s'])} | {_fmt_s(r['torch_s'])} | "
+              f"{r['torch_s'] / r['fused_s']:.1f}x | {r['pair_rate']:.3g} | {_fmt_s(r['step_s'])} | "
+              f"{100 * r['spread']:.0f}% |" for r in res["rows"]]
     return "\n".join(lines) + "\n"
 
 
@@ -635,10 +584,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--Ns", default=None, help="comma-separated head counts (default: 16 .. 16384 on CPU, "
                    "16 .. 1048576 on CUDA, powers of two)")
     p.add_argument("--task", default="teacher")
-    p.add_argument("--n-data", type=int, default=16)
-    p.add_argument("--L", type=int, default=8)
-    p.add_argument("--d-x", type=int, default=4)
-    p.add_argument("--d-k", type=int, default=2)
+    for flag, default in (("--n-data", 16), ("--L", 8), ("--d-x", 4), ("--d-k", 2)):
+        p.add_argument(flag, type=int, default=default)
     p.add_argument("--repeats", type=int, default=None, help="timed calls per figure (default 5; 15 with --roofline)")
     p.add_argument("--loop-max-seconds", type=float, default=20.0,
                    help="stop the per-head loop once its repeats take longer than this")
@@ -653,50 +600,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args) -> dict:
     if args.report:
-        res = json.loads(Path(args.report).read_text())
-        _write(res, args, Path(args.report).stem)
-        return res
-    if args.tokens:
-        res = run_tokens(repeats=args.repeats or 15)
-        _write(res, args, "tokens")
-        return res
-    if args.roofline:
-        from . import roofline  # noqa: F811
-
-        res = roofline.run_roofline(repeats=args.repeats or 15)
-        _write(res, args, "roofline")
-        return res
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("mfattn bench: --device cuda, but no CUDA device is available")
-    top = 20 if args.device == "cuda" else 14
-    Ns = [int(v) for v in args.Ns.split(",")] if args.Ns else [2**k for k in range(4, top + 1)]
-    res = run_benchmark(Ns=Ns, task=args.task, n_data=args.n_data, L=args.L, d_x=args.d_x, d_k=args.d_k,
-                        device=args.device, dtype=args.dtype, repeats=args.repeats or 5,
-                        loop_max_seconds=args.loop_max_seconds, memory=not args.no_memory,
-                        compile_time_too=not args.no_compile_time,
-                        budgets=[int(float(b)) for b in args.budgets.split(",") if b], profile=args.profile)
-    _write(res, args, args.device)
-    warn = warning(res)
+        res, name = json.loads(Path(args.report).read_text()), Path(args.report).stem
+    elif args.tokens:
+        res, name = run_tokens(repeats=args.repeats or 15), "tokens"
+    elif args.roofline:
+        res, name = roofline.run_roofline(repeats=args.repeats or 15), "roofline"
+    else:
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise SystemExit("mfattn bench: --device cuda, but no CUDA device is available")
+        top = 20 if args.device == "cuda" else 14
+        Ns = [int(v) for v in args.Ns.split(",")] if args.Ns else [2**k for k in range(4, top + 1)]
+        res = run_benchmark(Ns=Ns, task=args.task, n_data=args.n_data, L=args.L, d_x=args.d_x, d_k=args.d_k,
+                            device=args.device, dtype=args.dtype, repeats=args.repeats or 5,
+                            loop_max_seconds=args.loop_max_seconds, memory=not args.no_memory,
+                            compile_time_too=not args.no_compile_time, profile=args.profile,
+                            budgets=[int(float(b)) for b in args.budgets.split(",") if b])
+        name = args.device
+    _write(res, args, name)
+    warn = None if args.report else warning(res)  # a token or roofline run has no figure's spread
     if warn:
         print("mfattn bench: " + warn.replace("**", ""), file=sys.stderr)
     return res
 
 
 def _write(res: dict, args, default_name: str) -> None:
-    from . import roofline  # noqa: F811 (the module, beside its machine())
-
-    kind = roofline if "ceilings" in res else None  # a roofline run (--roofline) or an N sweep
-    tokens = res.get("kind") == "tokens"
-    text = tokens_table(res) if tokens else kind.table(res) if kind else table(res)
+    # a token run, a roofline run (--roofline) or an N sweep
+    text, draw = ((tokens_table(res), None) if res.get("kind") == "tokens" else
+                  (roofline.table(res), roofline.plot) if "ceilings" in res else (table(res), plot))
     print(text)
     if args.out:
-        folder = Path(args.out)
-        folder.mkdir(parents=True, exist_ok=True)
-        name = args.name or default_name
-        (folder / f"{name}.json").write_text(json.dumps(res, indent=1))
-        (folder / f"{name}.md").write_text(text)
-        if tokens:
-            print(f"wrote {folder / name}.json, .md")
-            return
-        (kind.plot if kind else plot)(res, folder / f"{name}.png")
-        print(f"wrote {folder / name}.json, .md, .png")
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        stem = Path(args.out) / (args.name or default_name)
+        Path(f"{stem}.json").write_text(json.dumps(res, indent=1))
+        Path(f"{stem}.md").write_text(text)
+        if draw:
+            draw(res, Path(f"{stem}.png"))
+        print(f"wrote {stem}.json, .md" + (", .png" if draw else ""))

@@ -15,6 +15,7 @@ it would remove unless told ``yes``.
 from __future__ import annotations
 
 import shutil
+import tarfile
 import time
 from pathlib import Path
 
@@ -31,9 +32,8 @@ def _size(path: Path) -> int:
 
 
 def _mtime(path: Path) -> float:
-    times = [path.lstat().st_mtime] + [f.lstat().st_mtime for f in path.rglob("*")] if path.is_dir() else \
-        [path.lstat().st_mtime]
-    return max(times)
+    inside = path.rglob("*") if path.is_dir() else []
+    return max(f.lstat().st_mtime for f in [path, *inside])
 
 
 def inventory(root: Path) -> list[dict]:
@@ -61,28 +61,19 @@ def inventory(root: Path) -> list[dict]:
     [('cache', '05-stability', 2)]
     """
     runs = Path(root) / "runs"
-    out = []
-    if not runs.is_dir():
-        return out
-
-    def add(kind, chapter, path):
-        out.append({"kind": kind, "chapter": chapter, "path": path, "bytes": _size(path), "mtime": _mtime(path)})
-
-    for top in sorted(runs.iterdir()):
+    found = []  # (kind, chapter, path)
+    for top in sorted(runs.iterdir()) if runs.is_dir() else []:
         if top.name == ".html-static":
-            for d in sorted(top.iterdir()):
-                add("html-assets", "-", d)
-            continue
-        if not top.is_dir():
-            add("run", "-", top)
-            continue
-        for sub in sorted(top.iterdir()):
-            if sub.name in ("cache", "replicate") and sub.is_dir():
-                for d in sorted(sub.iterdir()):
-                    add(sub.name, top.name, d)
-            else:
-                add("run", top.name, sub)
-    return out
+            found += [("html-assets", "-", d) for d in sorted(top.iterdir())]
+        elif not top.is_dir():
+            found.append(("run", "-", top))
+        else:
+            for sub in sorted(top.iterdir()):
+                if sub.name in ("cache", "replicate") and sub.is_dir():
+                    found += [(sub.name, top.name, d) for d in sorted(sub.iterdir())]
+                else:
+                    found.append(("run", top.name, sub))
+    return [{"kind": k, "chapter": c, "path": p, "bytes": _size(p), "mtime": _mtime(p)} for k, c, p in found]
 
 
 def _mb(n: int) -> str:
@@ -95,12 +86,10 @@ def main_runs(root: Path) -> int:
     if not items:
         print(f"{Path(root) / 'runs'}: empty")
         return 0
-    groups: dict = {}
+    groups: dict = {}  # (chapter, kind): (entries, bytes, last change)
     for e in items:
-        g = groups.setdefault((e["chapter"], e["kind"]), [0, 0, 0.0])
-        g[0] += 1
-        g[1] += e["bytes"]
-        g[2] = max(g[2], e["mtime"])
+        n, b, t = groups.get((e["chapter"], e["kind"]), (0, 0, 0.0))
+        groups[e["chapter"], e["kind"]] = (n + 1, b + e["bytes"], max(t, e["mtime"]))
     w = max(len(c) for c, _ in groups)
     print(f"{'chapter'.ljust(w)}  {'kind'.ljust(11)}  {'items':>5}  {'size':>10}  last change")
     for (chapter, kind), (n, b, t) in sorted(groups.items()):
@@ -149,21 +138,18 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
         raise ValueError(f"kinds: {bad} are not among {list(KINDS)}")
     if older_than_days is not None and not older_than_days >= 0:
         raise ValueError(f"older_than_days: expected a number >= 0, got {older_than_days!r}")
-    items = inventory(root)
-    now = time.time()
-    keep = lambda e: ((chapter is None or e["chapter"] == chapter)  # noqa: E731
-                      and (older_than_days is None or now - e["mtime"] >= 86400 * older_than_days))
-    chosen = [e for e in items if e["kind"] in kinds and e["kind"] != "html-assets" and keep(e)]
+    items, now = inventory(root), time.time()
+    old = lambda e: older_than_days is None or now - e["mtime"] >= 86400 * older_than_days  # noqa: E731
+    chosen = [e for e in items if e["kind"] in kinds and e["kind"] != "html-assets" and old(e)
+              and (chapter is None or e["chapter"] == chapter)]
     if "html-assets" in kinds:
         # assets stay while a page that is not being removed links to them
         going = {e["path"] for e in chosen}
-        linked = set()
-        for link in (Path(root) / "runs").rglob("_static"):
-            if link.is_symlink() and not any(p in going for p in link.parents):
-                linked.add(link.resolve())
+        linked = {link.resolve() for link in (Path(root) / "runs").rglob("_static")
+                  if link.is_symlink() and not any(p in going for p in link.parents)}
         # (shared by every chapter: the chapter filter does not apply, the age does)
-        chosen += [e for e in items if e["kind"] == "html-assets" and e["path"].resolve() not in linked
-                   and (older_than_days is None or now - e["mtime"] >= 86400 * older_than_days)]
+        chosen += [e for e in items
+                   if e["kind"] == "html-assets" and old(e) and e["path"].resolve() not in linked]
     if yes:
         for e in chosen:
             p = e["path"]
@@ -242,8 +228,6 @@ def pack(root: Path, src: Path, values: dict, out) -> tuple[Path, int]:
     >>> n, [p.relative_to(other).as_posix() == folder.relative_to(root).as_posix() for p in restore(other, archive)]
     (1, [True])
     """
-    import tarfile
-
     from .chapters import check_values
     from .runner import cache_folder_of, resolve_device
 
@@ -287,8 +271,6 @@ def restore(root: Path, archive) -> list[Path]:
     --------
     See :func:`pack`.
     """
-    import tarfile
-
     archive = Path(archive)
     try:
         tar = tarfile.open(archive, "r:gz")

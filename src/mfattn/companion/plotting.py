@@ -76,8 +76,7 @@ def use() -> None:
         from IPython import get_ipython
     except ImportError:  # matplotlib alone: the style is all there is to apply
         return
-    shell = get_ipython()
-    if shell is not None:
+    if (shell := get_ipython()) is not None:
         from matplotlib.figure import Figure
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
@@ -136,19 +135,15 @@ def smallest_text_pt(fig) -> float:
     if not isinstance(fig, Figure):
         raise ValueError(f"fig: expected a matplotlib Figure, got {type(fig).__name__}")
 
-    sizes = []
-
-    def walk(artist):  # an invisible artist hides everything under it (a legend, an axes)
-        if not artist.get_visible():
-            return
-        if isinstance(artist, Text) and artist.get_text().strip():
-            sizes.append(artist.get_fontsize())
-        for child in artist.get_children():
-            walk(child)
+    def sizes(artist):  # an invisible artist hides everything under it (a legend, an axes)
+        if artist.get_visible():
+            if isinstance(artist, Text) and artist.get_text().strip():
+                yield artist.get_fontsize()
+            for child in artist.get_children():
+                yield from sizes(child)
 
     fig.draw_without_rendering()  # tick labels get their text when drawn
-    walk(fig)
-    return float(min(sizes)) if sizes else math.inf
+    return float(min(sizes(fig), default=math.inf))
 
 
 def png_metadata(fig, dpi: float) -> dict:
@@ -240,21 +235,16 @@ def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, shar
     if not (height > 0 and width > 0):
         raise ValueError(f"height, width: expected positive sizes in inches, got {height!r}, {width!r}")
     if n == 1:
-        fig, ax = plt.subplots(figsize=(width, height))
-        return fig, ax
+        return plt.subplots(figsize=(width, height))
     rows = math.ceil(n / 2)
     fig = plt.figure(figsize=(width, height * rows))
     grid = fig.add_gridspec(rows, 2)
     axes = []
     for i in range(n):
         r, c = divmod(i, 2)
-        spec = grid[r, :] if (i == n - 1 and n % 2) else grid[r, c]
-        share = {}
-        if axes and sharex:
-            share["sharex"] = axes[0]
-        if axes and sharey:
-            share["sharey"] = axes[0]
-        axes.append(fig.add_subplot(spec, **share))
+        first = axes[0] if axes else None
+        axes.append(fig.add_subplot(grid[r, :] if (i == n - 1 and n % 2) else grid[r, c],
+                                    sharex=first if sharex else None, sharey=first if sharey else None))
     return fig, np.array(axes)
 
 

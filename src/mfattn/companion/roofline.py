@@ -26,9 +26,11 @@ trip counts of the chapters' shapes. The benchmark page shows both.
 
 from __future__ import annotations
 
+import functools
 import platform
 import statistics
-import time
+import timeit
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,7 +45,7 @@ __all__ = ["LANES", "peak_flops", "fma_values", "exp_rate", "bandwidth", "loop_f
 LANES = 128
 
 if _fused.available():
-    from numba import njit, prange
+    from numba import get_num_threads, njit, prange
 
     from ..models.fused import exp_parts
 
@@ -69,7 +71,6 @@ if _fused.available():
             bias, shift = P[0], P[1]
             bits = pw[2:]
             two = bits.view(x.dtype)
-            acc = x[0] - x[0]
             for r in range(reps):
                 for h in range(H):
                     v, kf = exp_parts(x[h] - y[h], C)
@@ -77,9 +78,7 @@ if _fused.available():
                     bits[h] = (bias - int(kf)) << shift
                 for h in range(H):
                     y[h] = p[h] * two[h]
-            for h in range(H):
-                acc += y[h]
-            out[t] = acc
+            out[t] = y.sum()
             if t == 0:
                 last[:] = y
 
@@ -105,12 +104,9 @@ if _fused.available():
 def machine(device) -> dict:
     """The machine a benchmark ran on: CPU model and logical cores (and the GPU), torch, Python, threads."""
     info = {"torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        info["cpu"] = f"{names[0]} ({len(names)} logical cores)" if names else platform.processor()
-    except OSError:
-        info["cpu"] = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    names = [ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")]
+    info["cpu"] = f"{names[0]} ({len(names)} logical cores)" if names else platform.processor()
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
         info["gpu"] = f"{p.name}, {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs"
@@ -118,35 +114,22 @@ def machine(device) -> dict:
     return info
 
 
-def _require():
+def _threads() -> int:
+    """numba's threads, set as the fused pass sets them; a RuntimeError where numba is missing."""
     if not _fused.available():
         raise RuntimeError("the roofline kernels need numba, which is not importable here")
-
-
-def _threads() -> int:
     _fused.set_threads()
-    import numba
-
-    return numba.get_num_threads()
+    return get_num_threads()
 
 
 def _rate(call, work: float, seconds: float) -> float:
     """Best of three timed calls, each sized to about ``seconds`` (a ceiling is the best the machine does)."""
     call(1)
     reps = 1
-    while True:  # grow the call until it lasts long enough that waking the threads does not count
-        t0 = time.perf_counter()
-        call(reps)
-        t = time.perf_counter() - t0
-        if t >= seconds / 2:
-            break
+    # grow the call until it lasts long enough that waking the threads does not count
+    while (t := timeit.timeit(lambda: call(reps), number=1)) < seconds / 2:
         reps *= 2 if t <= 0 else min(64, max(2, int(seconds / t)))
-    best = np.inf
-    for _ in range(3):
-        t0 = time.perf_counter()
-        call(reps)
-        best = min(best, time.perf_counter() - t0)
-    return work * reps / best
+    return work * reps / min(timeit.repeat(lambda: call(reps), repeat=3, number=1))
 
 
 def peak_flops(dtype=np.float32, *, seconds: float = 0.2) -> float:
@@ -170,17 +153,12 @@ def peak_flops(dtype=np.float32, *, seconds: float = 0.2) -> float:
     >>> roofline.peak_flops(seconds=0.01) > 1e9
     True
     """
-    _require()
-    dtype = np.dtype(dtype)
-    T = _threads()
-    x0, out = np.linspace(0, 1, LANES).astype(dtype), np.zeros(T, dtype)
-    a, b = dtype.type(0.999), dtype.type(0.001)
-    return _rate(lambda reps: _fma_kernel(16 * reps, a, b, x0, out), 2 * LANES * 16 * T, seconds)
+    return _rate(lambda reps: fma_values(16 * reps, dtype), 2 * LANES * 16 * _threads(), seconds)
 
 
 def fma_values(reps: int, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
-    """What the FMA kernel computes, for a test against the closed form: ``(per-thread sums, x0)``."""
-    _require()
+    """``reps`` steps of the FMA kernel on every thread: ``(per-thread sums, x0)``, for a test against
+    the closed form; :func:`peak_flops` times it."""
     dtype = np.dtype(dtype)
     x0, out = np.linspace(0, 1, LANES).astype(dtype), np.zeros(_threads(), dtype)
     _fma_kernel(reps, dtype.type(0.999), dtype.type(0.001), x0, out)
@@ -211,7 +189,7 @@ def fused_exp(x: np.ndarray, reps: int = 1) -> np.ndarray:
     >>> bool(np.allclose(roofline.fused_exp(x), np.exp(x), rtol=1e-15, atol=0))
     True
     """
-    _require()
+    _threads()
     x = np.ascontiguousarray(x)
     if x.ndim != 1 or x.dtype not in (np.float32, np.float64):
         raise ValueError(f"x: expected a 1-D float32 or float64 array, got {x.dtype} of shape {x.shape}")
@@ -230,16 +208,13 @@ def exp_rate(dtype=np.float32, *, lanes: int = 1024, seconds: float = 0.2) -> fl
     >>> roofline.exp_rate(seconds=0.01) > 1e8
     True
     """
-    _require()
-    dtype = np.dtype(dtype)
-    T = _threads()
+    dtype, T = np.dtype(dtype), _threads()
     C, P = _fused.exp_constants(dtype.type)
-    best = 0.0
-    for n in (lanes, lanes + 16, lanes + 40, lanes + 72):  # other lengths, other placements of the arrays
-        x = -np.linspace(0.5, 10.0, n).astype(dtype)
-        out, last = np.zeros(T, dtype), np.empty(n, dtype)
-        best = max(best, _rate(lambda reps: _exp_kernel(reps, x, C, P, out, last), n * T, seconds / 2))
-    return best
+    def rate(n):
+        x, out, last = -np.linspace(0.5, 10.0, n).astype(dtype), np.zeros(T, dtype), np.empty(n, dtype)
+        return _rate(lambda reps: _exp_kernel(reps, x, C, P, out, last), n * T, seconds / 2)
+
+    return max(rate(n) for n in (lanes, lanes + 16, lanes + 40, lanes + 72))  # other placements of the arrays
 
 
 def bandwidth(*, n: int = 1 << 24, seconds: float = 0.3) -> float:
@@ -253,7 +228,6 @@ def bandwidth(*, n: int = 1 << 24, seconds: float = 0.3) -> float:
     >>> roofline.bandwidth(n=1 << 16, seconds=0.01) > 1e8
     True
     """
-    _require()
     _threads()
     a, b, c = np.zeros(n), np.ones(n), np.full(n, 2.0)
 
@@ -274,17 +248,15 @@ def loop_form_rate(dtype=np.float32, *, lanes: int | None = None, rows: int = 8,
     >>> roofline.loop_form_rate(seconds=0.01) > 1e8
     True
     """
-    _require()
-    dtype = np.dtype(dtype)
+    dtype, T, g = np.dtype(dtype), _threads(), np.random.default_rng(0)
     H = lanes or _fused.block_width(dtype)
-    T = _threads()
-    g = np.random.default_rng(0)
-    best = 0.0
-    for _ in range(4):  # fresh arrays each time: the rate depends on where they fall (alignment, aliasing)
+    def rate():
         a, b = (1e-3 * g.random((rows, H))).astype(dtype), (1e-3 * g.random((rows, H))).astype(dtype)
         out = np.zeros(T, dtype)
-        best = max(best, _rate(lambda reps: _form_kernel(reps, a, b, out), 2 * rows * rows * H * T, seconds / 2))
-    return best
+        return _rate(lambda reps: _form_kernel(reps, a, b, out), 2 * rows * rows * H * T, seconds / 2)
+
+    # fresh arrays each time: the rate depends on where they fall (alignment, aliasing)
+    return max(rate() for _ in range(4))
 
 
 def counts(L: int, d_x: int, d_k: int, d_v: int = 5, itemsize: int = 4) -> dict:
@@ -335,26 +307,15 @@ def counts(L: int, d_x: int, d_k: int, d_v: int = 5, itemsize: int = 4) -> dict:
     return {"flops": forward + backward, "exps": 2 * S, "bytes": nbytes}
 
 
-def _time(fn, repeats: int) -> dict:
-    fn()
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return _summary(ts)
-
-
 def _summary(ts: list) -> dict:
     """The median and quartiles of timed calls."""
-    q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
-    return {"median_s": statistics.median(ts), "q1_s": q[0], "q3_s": q[2]}
+    q1, _, q3 = statistics.quantiles(ts, n=4) if len(ts) > 1 else ts * 3
+    return {"median_s": statistics.median(ts), "q1_s": q1, "q3_s": q3}
 
 
 def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, B: int = 16, d_x: int = 4,
                  d_v: int = 5, dtypes=("float32", "float64"), repeats: int = 15, blocks=(8, 16, 32, 64, 128),
-                 torch_path: bool = True, progress: bool = True, seed: int = 0) -> dict:
+                 progress: bool = True, seed: int = 0) -> dict:
     """Measure the ceilings and time the fused full gradient (and the torch path's) at each ``(d_k, L)``.
 
     Returns a JSON-ready dict: ``machine``, ``bandwidth``, ``ceilings`` per dtype (``fma``, ``exp``,
@@ -366,11 +327,17 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
     from ..models.model import HeadModel
     from ..models.tasks import make_task
 
-    def grad_of(model, fast):  # the engine's full gradient on one path, one model per path (its caches reused)
-        m = HeadModel(model.W_out, model.d_k, fused=fast)
-        return lambda X, Y, heads, w: m.grad_phi(X, Y, heads, w)
+    def grad(name, dk, L, fast):  # the engine's full gradient at one shape on one path, a call of no argument
+        dt = getattr(torch, name)
+        tk = make_task("teacher", n=B, seed=seed, dtype=dt, L=L, d_x=d_x, d_k=dk, d_v=d_v)
+        g = torch.Generator().manual_seed(seed + 1)
+        heads = (0.5 * torch.randn(N, tk.model.d_omega, generator=g, dtype=torch.float64)).to(dt)
+        m = HeadModel(tk.model.W_out, tk.model.d_k, fused=fast)
+        return functools.partial(m.grad_phi, tk.data.X, tk.data.Y, heads, torch.full((N,), 1.0 / N, dtype=dt))
 
-    _require()
+    def timed(fn, k):  # k calls after two untimed ones
+        return _summary(timeit.repeat(fn, repeat=k + 2, number=1)[2:])
+
     bw = bandwidth()
     out = {"machine": machine(torch.device("cpu")), "N": N, "B": B, "d_x": d_x, "d_v": d_v, "repeats": repeats,
            "bandwidth": bw, "ceilings": {}, "rows": [], "blocks": []}
@@ -380,60 +347,41 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
                                  "loop_form_wide": loop_form_rate(dt, lanes=4 * _fused.block_width(dt))}
     work = [(name, dk, L) for name in dtypes for dk, L in shapes]
     for name, dk, L in progress_bar(work, enabled=progress, desc="roofline", leave=False):
-        dt = getattr(torch, name)
-        tk = make_task("teacher", n=B, seed=seed, dtype=dt, L=L, d_x=d_x, d_k=dk, d_v=d_v)
-        model, X, Y = tk.model, tk.data.X, tk.data.Y
-        g = torch.Generator().manual_seed(seed + 1)
-        heads = (0.5 * torch.randn(N, model.d_omega, generator=g, dtype=torch.float64)).to(dt)
-        w = torch.full((N,), 1.0 / N, dtype=dt)
-        c = counts(L, d_x, dk, d_v, torch.finfo(dt).bits // 8)
+        c = counts(L, d_x, dk, d_v, np.dtype(name).itemsize)
         ceil = out["ceilings"][name]
         bounds = {"fma": c["flops"] / ceil["fma"], "exp": c["exps"] / ceil["exp"], "memory": c["bytes"] / bw}
-        fast = grad_of(model, True)
         row = {"dtype": name, "d_k": dk, "L": L, **c, "flops_per_exp": c["flops"] / c["exps"],
                "roof_s": N * B * max(bounds.values()), "bound": max(bounds, key=bounds.get),
-               "fused": _time(lambda: fast(X, Y, heads, w), repeats)}
+               "fused": timed(grad(name, dk, L, True), repeats)}
         row["fused_flops"] = c["flops"] * N * B / row["fused"]["median_s"]
         row["fraction"] = row["roof_s"] / row["fused"]["median_s"]
         row["fraction_of_loop_form"] = row["fused_flops"] / ceil["loop_form"]
         # the same vector pipes run the multiply-adds and the exponentials' polynomials, so their times add
         row["form_exp_s"] = N * B * (c["flops"] / ceil["loop_form"] + c["exps"] / ceil["exp"])
         row["fraction_of_form_exp"] = row["form_exp_s"] / row["fused"]["median_s"]
-        if torch_path:
-            slow = grad_of(model, False)
-            row["torch"] = _time(lambda: slow(X, Y, heads, w), max(3, repeats // 3))
-            row["torch_flops"] = c["flops"] * N * B / row["torch"]["median_s"]
+        row["torch"] = timed(grad(name, dk, L, False), max(3, repeats // 3))
+        row["torch_flops"] = c["flops"] * N * B / row["torch"]["median_s"]
         out["rows"].append(row)
     dk, L = shapes[0]
+    flops = counts(L, d_x, dk, d_v)["flops"]
     for name in dtypes:
-        dt = getattr(torch, name)
-        tk = make_task("teacher", n=B, seed=seed, dtype=dt, L=L, d_x=d_x, d_k=dk, d_v=d_v)
-        model, X, Y = tk.model, tk.data.X, tk.data.Y
-        heads = (0.5 * torch.randn(N, model.d_omega, generator=torch.Generator().manual_seed(seed + 1),
-                                   dtype=torch.float64)).to(dt)
-        w = torch.full((N,), 1.0 / N, dtype=dt)
-        c = counts(L, d_x, dk, d_v)
-        fast = grad_of(model, True)
+        fast = grad(name, dk, L, True)
         default = _fused.BLOCK, _fused.BLOCK_FLOAT32, _fused.WIDE_FROM
         _fused.WIDE_FROM = 1 << 62  # every width as asked, whatever the head count
         times = {H: [] for H in blocks}
         try:
-            # in rotation, one call per width per round, so that a drift of the machine (or of where a
-            # call's scratch arrays fall) reaches every width alike
-            for H in blocks:
-                _fused.BLOCK = _fused.BLOCK_FLOAT32 = H
-                fast(X, Y, heads, w)
-            for _ in range(repeats):
+            # in rotation, one call per width per round (the first untimed), so that a drift of the machine
+            # (or of where a call's scratch arrays fall) reaches every width alike
+            for _ in range(repeats + 1):
                 for H in blocks:
                     _fused.BLOCK = _fused.BLOCK_FLOAT32 = H
-                    t0 = time.perf_counter()
-                    fast(X, Y, heads, w)
-                    times[H].append(time.perf_counter() - t0)
+                    times[H].append(timeit.timeit(fast, number=1))
         finally:
             _fused.BLOCK, _fused.BLOCK_FLOAT32, _fused.WIDE_FROM = default
         for H in blocks:
-            t = _summary(times[H])
-            out["blocks"].append({"dtype": name, "block": H, **t, "fused_flops": c["flops"] * N * B / t["median_s"],
+            t = _summary(times[H][1:])
+            out["blocks"].append({"dtype": name, "block": H, **t,
+                                  "fused_flops": flops * N * B / t["median_s"],
                                   "loop_form": loop_form_rate(np.dtype(name), lanes=H)})
     return out
 
@@ -457,25 +405,23 @@ def table(res: dict) -> str:
              f"(STREAM triad): {res['bandwidth'] / 1e9:.1f} GB/s.", "",
              "| dtype | FMA peak (GFLOP/s) | exponential (Gexp/s) | loop form, 32 lanes (GFLOP/s) | "
              "loop form, 128 lanes (GFLOP/s) |", "|---|---:|---:|---:|---:|"]
-    for name, c in res["ceilings"].items():
-        lines.append(f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form'])} | "
-                     f"{_g(c['loop_form_wide'])} |")
+    lines += [f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form'])} | "
+              f"{_g(c['loop_form_wide'])} |" for name, c in res["ceilings"].items()]
     lines += ["", "| dtype | d_k | L | FLOPs per head and sequence | exps | FLOPs per exp | bound | roofline (ms) "
               "| loop form + exp (ms) |", "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
-    for r in res["rows"]:
-        lines.append(f"| {r['dtype']} | {r['d_k']} | {r['L']} | {r['flops']} | {r['exps']} | {r['flops_per_exp']:.0f} "
-                     f"| {r['bound']} | {r['roof_s'] * 1e3:.3f} | {r['form_exp_s'] * 1e3:.2f} |")
+    lines += [f"| {r['dtype']} | {r['d_k']} | {r['L']} | {r['flops']} | {r['exps']} | "
+              f"{r['flops_per_exp']:.0f} | {r['bound']} | {r['roof_s'] * 1e3:.3f} | "
+              f"{r['form_exp_s'] * 1e3:.2f} |" for r in res["rows"]]
     lines += ["", "| dtype | d_k | L | fused (ms) | fused (GFLOP/s) | of the roofline | of loop form + exp | "
               "torch path (ms) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in res["rows"]:
-        torch_ms = _pm(r["torch"]) if "torch" in r else "-"
-        lines.append(f"| {r['dtype']} | {r['d_k']} | {r['L']} | {_pm(r['fused'])} | {_g(r['fused_flops'])} | "
-                     f"{r['fraction']:.1%} | {r['fraction_of_form_exp']:.0%} | {torch_ms} |")
+    lines += [f"| {r['dtype']} | {r['d_k']} | {r['L']} | {_pm(r['fused'])} | {_g(r['fused_flops'])} | "
+              f"{r['fraction']:.1%} | {r['fraction_of_form_exp']:.0%} | "
+              f"{_pm(r['torch']) if 'torch' in r else '-'} |" for r in res["rows"]]
     if res.get("blocks"):
         lines += ["", "| dtype | heads per block | fused (ms) | fused (GFLOP/s) | loop form at that width (GFLOP/s) |",
                   "|---|---:|---:|---:|---:|"]
-        for b in res["blocks"]:
-            lines.append(f"| {b['dtype']} | {b['block']} | {_pm(b)} | {_g(b['fused_flops'])} | {_g(b['loop_form'])} |")
+        lines += [f"| {b['dtype']} | {b['block']} | {_pm(b)} | {_g(b['fused_flops'])} | "
+                  f"{_g(b['loop_form'])} |" for b in res["blocks"]]
     return "\n".join(lines) + "\n"
 
 

@@ -53,33 +53,29 @@ def run(args) -> dict:
     # every process draws the whole initial population from the same seed and keeps its slice
     g = torch.Generator().manual_seed(args.seed + 1)
     heads0 = args.init_scale * torch.randn(args.N, model.d_omega, generator=g, dtype=torch.float64)
-    mine = shard_slice(args.N, rank, world)
-    local0 = heads0[mine].to(device=dev, dtype=dtype)
+    local0 = heads0[shard_slice(args.N, rank, world)].to(device=dev, dtype=dtype)
     every = args.record_every or args.T
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync()
     dist.barrier()
     t0 = time.perf_counter()
     if args.method == "sgd":
         run_ = sgd(model, task.data, local0, eps=args.step, T=args.T, record_every=every,
                    generator=torch.Generator().manual_seed(args.seed + 2),
                    batch_size=args.batch_size or None, progress=rank == 0)
-        local_rec, risk = run_.heads, run_.risk
     else:
-        flow = reference_flow(model, task.data, local0, T=args.T, step=args.step, record_every=every,
+        run_ = reference_flow(model, task.data, local0, T=args.T, step=args.step, record_every=every,
                               keep_stages=False, progress=rank == 0)
-        local_rec, risk = flow.population, flow.risk
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+    sync()
     wall = time.perf_counter() - t0
-    heads = gather_heads(local_rec, args.N)
-    result = {"heads": heads.cpu(), "risk": risk, "wall_s": wall, "world": world, "N": args.N,
-              "steps": round(args.T / args.step), "device": str(dev), "args": vars(args)}
+    result = {"heads": gather_heads(run_.heads, args.N).cpu(), "risk": run_.risk, "wall_s": wall,
+              "world": world, "N": args.N, "steps": round(args.T / args.step), "device": str(dev),
+              "args": vars(args)}
     if rank == 0:
         if args.out:
             torch.save(result, args.out)
-        summary = {k: result[k] for k in ("world", "N", "steps", "wall_s", "device")}
-        summary["risk_T"] = float(risk[-1])
+        summary = {**{k: result[k] for k in ("world", "N", "steps", "wall_s", "device")},
+                   "risk_T": float(run_.risk[-1])}
         if dev.type == "cuda":
             summary["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(dev)
         print(json.dumps(summary))

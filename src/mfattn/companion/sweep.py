@@ -64,6 +64,16 @@ def _read_damaged_or(path: Path, read):
         return None
 
 
+def _check_point(point, name: str) -> None:
+    """A ValueError naming ``name`` unless ``point`` is a JSON-serialisable dict."""
+    if not isinstance(point, dict):
+        raise ValueError(f"{name}: a point must be a dict, got {type(point).__name__}")
+    try:
+        json.dumps(point)
+    except TypeError as e:
+        raise ValueError(f"{name}: {point!r} is not JSON-serialisable ({e})") from None
+
+
 def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: bool = True,
               desc: str = "sweep points") -> list[dict]:
     """Call ``fn(**point)`` for every point not already finished in ``folder``; return, in the
@@ -113,12 +123,7 @@ def run_sweep(fn: Callable[..., dict], points: list[dict], folder, *, progress: 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for p in points:
-        if not isinstance(p, dict):
-            raise ValueError(f"points: each point must be a dict, got {type(p).__name__}")
-        try:
-            json.dumps(p)
-        except TypeError as e:
-            raise ValueError(f"points: {p!r} is not JSON-serialisable ({e})") from None
+        _check_point(p, "points")
     out = []
     for p in progress_bar(points, enabled=progress, desc=desc):
         path = folder / f"{point_key(p)}.json"
@@ -208,12 +213,7 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
 
     import torch
 
-    if not isinstance(point, dict):
-        raise ValueError(f"point: must be a dict, got {type(point).__name__}")
-    try:
-        json.dumps(point)
-    except TypeError as e:
-        raise ValueError(f"point: {point!r} is not JSON-serialisable ({e})") from None
+    _check_point(point, "point")
     if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
         raise ValueError(f"name: {name!r} is not a plain word (letters, digits, - and _)")
     from ..flows.integrate import Run
