@@ -32,6 +32,8 @@ ALLOWED = {
         "arithmetic of the sentence: the square root of the 8 it names",
     ("02-propagation-of-chaos", "with the 95% intervals"):
         "the confidence level of an interval, a convention",
+    ("02-propagation-of-chaos", "about 1 h 45 min there"):
+        "a timing measured on a lent H100 (the paper profile's steps, one by one), not a figure of this run",
     ("02-propagation-of-chaos", "probability about $0.37$"):
         "a closed form quoted by the sentence: the chi-square tail it names, P(chi2_32 > 34)",
     ("02-propagation-of-chaos", "$\\chi^2_{32} > 34$"):
