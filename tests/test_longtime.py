@@ -9,8 +9,8 @@ import torch
 
 from mfattn.flows.dynamics import Decaying, reference_flow
 from mfattn.analysis.fitting import asymptotic_order
-from mfattn.analysis.longtime import (balance_order, certificate_series, doublings, energy_balance, flow_records,
-                                      inward_products, kl_bound, kl_constant, kl_fit, kl_rate, local_balance,
+from mfattn.analysis.longtime import (balance_order, certificate_series, decay_power, doublings, energy_balance,
+                                      flow_records, inward_products, local_exponent_curve, kl_bound, kl_constant, kl_fit, kl_rate, local_balance,
                                       local_exponents, long_run, pl_profile, profile_collapse, resolved_until,
                                       stationarity, support_radius)
 from mfattn.analysis.static import Ball
@@ -401,3 +401,41 @@ def test_support_radius_and_flow_records(task):
     r = flow_records(task.model, task.data, heads, T=0.5, step=0.125, record_every=0.25)
     assert r["times"] == [0.0, 0.25, 0.5]
     assert math.isclose(r["risk"][0], float(task.model.risk(task.data, heads)), rel_tol=1e-12)
+
+
+# ------------------------------------------------------------- plotting and quoting helpers
+def test_local_exponent_curve_against_a_plain_loop():
+    """Geometric midpoints and 0.5 dlog I / dlog G between consecutive records, every k-th, by a plain loop."""
+    rng = np.random.default_rng(0)
+    t = np.cumsum(rng.uniform(0.5, 1.5, 23))
+    E = 2.0 + np.cumsum(rng.uniform(0.1, 1.0, 23)[::-1])[::-1]
+    I = rng.uniform(0.1, 2.0, 23)
+    tm, theta = local_exponent_curve(t, E, I, 2.0, max_points=5)
+    k = (len(t) - 1) // 5
+    want_t = [math.sqrt(t[j] * t[j + 1]) for j in range(0, len(t) - 1, k)]
+    want = [0.5 * (math.log(I[j + 1]) - math.log(I[j])) / (math.log(E[j + 1] - 2.0) - math.log(E[j] - 2.0))
+            for j in range(0, len(t) - 1, k)]
+    assert np.allclose(tm, want_t, rtol=1e-14) and np.allclose(theta, want, rtol=1e-12)
+    assert local_exponent_curve(t, E, I, 2.0)[0].size == len(t) - 1  # fewer records than max_points: all kept
+    with pytest.raises(ValueError, match="times"):
+        local_exponent_curve(-t, E, I, 2.0)
+    with pytest.raises(ValueError, match="max_points"):
+        local_exponent_curve(t, E, I, 2.0, max_points=0)
+
+
+def test_decay_power_is_the_exponent_of_a_power_law_read_at_the_nearest_records():
+    t = np.arange(0.0, 200.5, 0.5)
+    assert math.isclose(decay_power(t, 7.0 * (t + 1e-300) ** -0.8, 10.0, 160.0), -0.8, rel_tol=1e-12)
+    # off the grid the values are those of the nearest records, the times those asked for
+    v = np.exp(-t)
+    assert math.isclose(decay_power(t, v, 10.2, 20.1), -10.0 / math.log(20.1 / 10.2), rel_tol=1e-12)
+    for bad, kw in (("t_a", dict(t_a=0.0, t_b=1.0)), ("t_b", dict(t_a=1.0, t_b=1.0)),
+                    ("values", dict(t_a=1.0, t_b=2.0, values=-v)), ("values", dict(t_a=1.0, t_b=2.0, values=v[:3]))):
+        with pytest.raises(ValueError, match=bad):
+            decay_power(t, kw.pop("values", v), **kw)
+
+
+def test_inward_check_sd_is_the_binomial_sd_at_one_half(task):
+    chk = inward_products(task.model, task.data, cloud(task, 5, 0), None, Ball(2.0), n_points=64,
+                          generator=torch.Generator().manual_seed(0))
+    assert chk.sd == math.sqrt(0.5 * (1 - 0.5) / 64)

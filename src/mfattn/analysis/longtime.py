@@ -46,6 +46,8 @@ __all__ = [
     "KLFit",
     "kl_fit",
     "local_exponents",
+    "local_exponent_curve",
+    "decay_power",
     "kl_constant",
     "kl_bound",
     "InwardCheck",
@@ -583,6 +585,98 @@ def local_exponents(risk, dissipation, E_inf: float) -> np.ndarray:
     return 0.5 * np.diff(np.log(I)) / np.diff(np.log(G))
 
 
+def local_exponent_curve(times, risk, dissipation, E_inf: float, *, max_points: int = 200):
+    r"""The local KL exponents of :func:`local_exponents` as a curve in time: each placed at the geometric
+    mean :math:`\sqrt{t_jt_{j+1}}` of its two records, and thinned to every ``k``-th value,
+    ``k = max(1, (R - 1) // max_points)``, so that a long run plots as at most about ``max_points`` points.
+
+    Parameters
+    ----------
+    times : array-like (R,)
+        Recording times, all ``> 0``.
+    risk : array-like (R,)
+        Recorded energies, all above ``E_inf``.
+    dissipation : array-like (R,)
+        Recorded dissipations, all ``> 0``.
+    E_inf : float
+        The limit energy.
+    max_points : int, default 200
+        The number of points to thin towards, positive.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The times and the exponents, of equal length ``ceil((R - 1) / k)``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``times`` (not positive, or not of the shape of ``risk``), ``max_points`` (not positive), or
+        the argument of :func:`local_exponents` that is invalid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.analysis.longtime import local_exponent_curve
+    >>> t = np.arange(1.0, 11.0)
+    >>> tm, theta = local_exponent_curve(t, 1.0 + 1 / t, 4 / t**1.5, E_inf=1.0, max_points=4)
+    >>> tm.round(3).tolist(), theta.round(6).tolist()
+    ([1.414, 3.464, 5.477, 7.483, 9.487], [0.75, 0.75, 0.75, 0.75, 0.75])
+    """
+    t = _vector(times, "times")
+    if t.shape != np.shape(risk) or np.any(t <= 0):
+        raise ValueError(f"times: expected {np.shape(risk)} positive values, got shape {t.shape}")
+    check_positive(max_points, "max_points", integer=True)
+    theta = local_exponents(risk, dissipation, E_inf)
+    stride = max(1, theta.size // max_points)
+    return np.sqrt(t[1:] * t[:-1])[::stride], theta[::stride]
+
+
+def decay_power(times, values, t_a: float, t_b: float) -> float:
+    r"""The power :math:`p` with :math:`v\propto t^p` between two times, the values read at the records
+    nearest them: :math:`\log(v_b/v_a)/\log(t_b/t_a)`. Chapter 04 quotes the decay of the risk gap this way.
+
+    Parameters
+    ----------
+    times : array-like (R,)
+        Recording times.
+    values : array-like (R,)
+        The recorded quantity; positive at the two records read.
+    t_a, t_b : float
+        The two times, positive and distinct.
+
+    Returns
+    -------
+    float
+        The power.
+
+    Raises
+    ------
+    ValueError
+        Naming ``values`` (shape other than ``times``', or not positive at a record read), ``t_a`` or
+        ``t_b`` (not positive, or equal).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.analysis.longtime import decay_power
+    >>> t = np.arange(1.0, 101.0)
+    >>> round(decay_power(t, 3.0 * t**-1.5, 20.0, 80.0), 12)
+    -1.5
+    """
+    t, v = _vector(times, "times"), _vector(values, "values")
+    if t.shape != v.shape:
+        raise ValueError(f"values: shape {v.shape} differs from times' {t.shape}")
+    check_positive(t_a, "t_a")
+    check_positive(t_b, "t_b")
+    if t_a == t_b:
+        raise ValueError(f"t_b: must differ from t_a, both {t_a}")
+    v_a, v_b = v[np.argmin(np.abs(t - t_a))], v[np.argmin(np.abs(t - t_b))]
+    if v_a <= 0 or v_b <= 0:
+        raise ValueError(f"values: must be positive at the records read, got {v_a} and {v_b}")
+    return math.log(v_b / v_a) / math.log(t_b / t_a)
+
+
 def kl_constant(risk, dissipation, E_inf: float, theta: float) -> float:
     r"""The largest :math:`c_{KL}` for which (44), :math:`\mathcal I^{1/2}\ge c_{KL}\,G^\theta`, holds at every
     recorded point: :math:`\min_j \mathcal I_j^{1/2}/G_j^\theta`. With ``theta = 1/2`` its square is the
@@ -681,6 +775,9 @@ class InwardCheck(NamedTuple):
     ``minimum`` : float
         The most negative product (the strongest outward push).
 
+    The property ``sd`` is the binomial standard deviation of ``fraction_inward`` for a share of 1/2,
+    ``0.5 / sqrt(P)``: the share that the oddness of the product under the flip of ``W_V`` predicts.
+
     Examples
     --------
     >>> import torch
@@ -694,12 +791,19 @@ class InwardCheck(NamedTuple):
     ...                       generator=torch.Generator().manual_seed(1))
     >>> chk.points.shape, chk.products.shape, 0 <= chk.fraction_inward <= 1
     (torch.Size([6, 24]), torch.Size([6]), True)
+    >>> round(chk.sd, 4)
+    0.2041
     """
 
     points: torch.Tensor  # (P, d_omega) points on the sphere
     products: torch.Tensor  # (P,) the inward products (>= 0 where the field points inwards)
     fraction_inward: float  # share of points with product >= 0
     minimum: float  # most negative product (the strongest outward push)
+
+    @property
+    def sd(self) -> float:
+        """The binomial standard deviation of ``fraction_inward`` at a share of 1/2: ``0.5 / sqrt(P)``."""
+        return 0.5 / math.sqrt(self.points.shape[0])
 
 
 def inward_products(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, n_points: int,
