@@ -541,3 +541,47 @@ def test_run_perturbations_equals_the_direct_runs_and_reads_them_back(task, star
         run_perturbations(m, data, specs, tmp_path, key={"size": 1}, progress=False)
     with pytest.raises(ValueError, match="specs"):
         run_perturbations(m, data, {"x": (1, 2)}, tmp_path, key={}, progress=False)
+
+
+# ------------------------------------------- the split direction, Rayleigh quotients, pair distances
+def test_lowest_eigenpair_against_a_known_spectrum():
+    g = torch.Generator().manual_seed(3)
+    Q, _ = torch.linalg.qr(torch.randn(5, 5, generator=g, dtype=torch.float64))
+    lams = torch.tensor([-2.5, -1.0, 0.0, 0.5, 4.0], dtype=torch.float64)
+    H = Q @ torch.diag(lams) @ Q.T
+    lam, v = st.lowest_eigenpair(H)
+    assert lam == pytest.approx(-2.5, abs=1e-12)  # the closed form
+    assert torch.allclose(H @ v, lam * v, atol=1e-12) and float(v.norm()) == pytest.approx(1.0, abs=1e-12)
+    assert abs(float(v @ Q[:, 0])) == pytest.approx(1.0, abs=1e-12)  # the eigenvector of -2.5, up to sign
+    assert float(v[int(v.abs().argmax())]) > 0
+    with pytest.raises(ValueError, match="^H"):
+        st.lowest_eigenpair(torch.zeros(2, 3, dtype=torch.float64))
+
+
+def test_rayleigh_quotient_against_a_plain_loop():
+    g = torch.Generator().manual_seed(4)
+    H = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    v = torch.randn(4, generator=g, dtype=torch.float64)
+    num = sum(float(v[i]) * float(H[i, j]) * float(v[j]) for i in range(4) for j in range(4))
+    assert st.rayleigh_quotient(H, v) == pytest.approx(num / sum(float(x) ** 2 for x in v), rel=1e-13)
+    with pytest.raises(ValueError, match="^v"):
+        st.rayleigh_quotient(H, torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="^v"):
+        st.rayleigh_quotient(H, torch.ones(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="^H"):
+        st.rayleigh_quotient(H[:3], v)
+
+
+def test_pair_distance_against_a_plain_loop_over_the_blocks(task):
+    m = task.model
+    heads = rand_heads(m, 6, 5).reshape(3, 2, m.d_omega)  # three recordings of two heads
+    size = m.d_x * m.d_k  # W_Q, W_K, W_V, W_O lie one after the other, d_x d_k entries each
+    for k, block in enumerate((None, "W_Q", "W_K", "W_V", "W_O")):
+        lo, hi = (0, m.d_omega) if block is None else ((k - 1) * size, k * size)
+        want = [math.sqrt(sum((float(heads[t, 0, i]) - float(heads[t, 1, i])) ** 2 for i in range(lo, hi)))
+                for t in range(3)]
+        assert st.pair_distance(m, heads, block).tolist() == pytest.approx(want, rel=1e-13)
+    with pytest.raises(ValueError, match="^block"):
+        st.pair_distance(m, heads, "W_X")
+    with pytest.raises(ValueError, match="^heads"):
+        st.pair_distance(m, rand_heads(m, 3, 5))

@@ -73,14 +73,17 @@ __all__ = [
     "linearised_flow",
     "lipschitz_in_measure",
     "lowest_direction",
+    "lowest_eigenpair",
     "monotonicity_ratio",
     "named_tangent",
     "orbit_distance",
     "orbit_generators",
     "orbit_tangent",
+    "pair_distance",
     "perturbation_run",
     "predicted_rate",
     "random_group_element",
+    "rayleigh_quotient",
     "saddle_direction",
     "single_head_minimum",
     "spectrum",
@@ -577,6 +580,135 @@ def lowest_direction(H: torch.Tensor, *, generator: torch.Generator, rtol: float
     Uk = U[:, (e - e[0]).abs() <= rtol * float(e.abs().max())]
     x = Uk @ (Uk.T @ torch.randn(H.shape[0], generator=generator, dtype=torch.float64).to(H))
     return x / x.norm(), float(e[0])
+
+
+def lowest_eigenpair(H: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """The lowest eigenvalue of the symmetric ``H`` and a unit eigenvector for it, its sign fixed by
+    :func:`canonical_sign` so that a run started along it does not depend on the LAPACK path; chapter
+    05's split direction, the most negative direction of ``H0``. Where the eigenvalue is repeated the
+    eigenvector is the solver's choice (:func:`lowest_direction` projects a Gaussian vector instead).
+
+    Parameters
+    ----------
+    H : Tensor (d, d)
+        A symmetric matrix; :func:`torch.linalg.eigh` reads its lower triangle.
+
+    Returns
+    -------
+    (float, Tensor (d,))
+        The lowest eigenvalue and its unit eigenvector (dtype and device of ``H``), the entry of largest
+        magnitude positive.
+
+    Raises
+    ------
+    ValueError
+        If ``H`` is not a square floating matrix.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.stability import lowest_eigenpair
+    >>> lam, v = lowest_eigenpair(torch.tensor([[2.0, 1.0], [1.0, 2.0]], dtype=torch.float64))
+    >>> round(lam, 12), [round(float(x), 6) for x in v]
+    (1.0, [0.707107, -0.707107])
+    """
+    check_tensor(H, "H", ndim=2)
+    if H.shape[0] != H.shape[1]:
+        raise ValueError(f"H: expected a square matrix, got {tuple(H.shape)}")
+    e, U = torch.linalg.eigh(H)
+    return float(e[0]), canonical_sign(U[:, 0])
+
+
+def rayleigh_quotient(H: torch.Tensor, v: torch.Tensor) -> float:
+    r"""The Rayleigh quotient :math:`v^\top Hv/|v|^2`: the curvature of the quadratic form ``H`` along
+    ``v``, e.g. the initial monotonicity ratio :math:`\kappa(\rho_0)` that (45) and (59) predict for a
+    translation along ``v``.
+
+    Parameters
+    ----------
+    H : Tensor (d, d)
+        A square matrix.
+    v : Tensor (d,)
+        A nonzero vector, the dtype and device of ``H``.
+
+    Returns
+    -------
+    float
+        ``v @ H @ v / |v|^2``.
+
+    Raises
+    ------
+    ValueError
+        If ``H`` is not square, or ``v`` is not a nonzero vector of its size.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.stability import rayleigh_quotient
+    >>> H = torch.diag(torch.tensor([1.0, 3.0], dtype=torch.float64))
+    >>> rayleigh_quotient(H, torch.tensor([2.0, 2.0], dtype=torch.float64))  # (4 + 12) / 8
+    2.0
+    """
+    check_tensor(H, "H", ndim=2)
+    if H.shape[0] != H.shape[1]:
+        raise ValueError(f"H: expected a square matrix, got {tuple(H.shape)}")
+    check_tensor(v, "v", ndim=1)
+    if v.shape[0] != H.shape[0]:
+        raise ValueError(f"v: expected {H.shape[0]} entries, got {v.shape[0]}")
+    if float(v.norm()) == 0.0:
+        raise ValueError("v: expected a nonzero vector")
+    return float(v @ H @ v / v.norm() ** 2)
+
+
+_BLOCKS = ("W_Q", "W_K", "W_V", "W_O")
+
+
+def pair_distance(model: HeadModel, heads: torch.Tensor, block: str | None = None) -> torch.Tensor:
+    """The distance between the two heads of a two-head measure, for each of its recordings: over the
+    whole parameter vector, or over one block (Frobenius norm); how far a split has separated.
+
+    Parameters
+    ----------
+    model : HeadModel
+        The model the heads belong to.
+    heads : Tensor (..., 2, d_omega)
+        Two heads per recording (e.g. :attr:`PerturbationRun.heads` of a split).
+    block : {None, "W_Q", "W_K", "W_V", "W_O"}, default None
+        The block compared; ``None`` compares the whole heads.
+
+    Returns
+    -------
+    Tensor (...,)
+        ``|omega_1 - omega_2|``, or ``|W_1 - W_2|_F`` for the block.
+
+    Raises
+    ------
+    ValueError
+        If ``heads`` does not hold two heads of ``model`` per recording, or ``block`` is not a block name.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.stability import pair_distance
+    >>> from mfattn.models.tasks import example
+    >>> model = example().model  # d_x = 3, d_k = 2: blocks of 6 entries, d_omega = 24
+    >>> heads = torch.zeros(1, 2, 24, dtype=torch.float64)
+    >>> heads[0, 1, 12:18] = 1.0  # the second head's W_V is all ones
+    >>> pair_distance(model, heads).tolist(), pair_distance(model, heads, "W_V").tolist()
+    ([2.449489742783178], [2.449489742783178])
+    >>> pair_distance(model, heads, "W_Q").tolist()
+    [0.0]
+    """
+    _check_model(model)
+    check_tensor(heads, "heads")
+    if heads.ndim < 2 or heads.shape[-2] != 2 or heads.shape[-1] != model.d_omega:
+        raise ValueError(f"heads: expected shape (..., 2, {model.d_omega}), got {tuple(heads.shape)}")
+    if block is None:
+        return (heads[..., 0, :] - heads[..., 1, :]).norm(dim=-1)
+    if block not in _BLOCKS:
+        raise ValueError(f"block: expected None or one of {_BLOCKS}, got {block!r}")
+    W = model.unpack(heads)[_BLOCKS.index(block)]
+    return (W[..., 0, :, :] - W[..., 1, :, :]).flatten(-2).norm(dim=-1)
 
 
 def orbit_distance(model: HeadModel, omega_star: torch.Tensor, heads: torch.Tensor, *, iters: int = 40) -> torch.Tensor:
