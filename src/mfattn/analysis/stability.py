@@ -591,7 +591,7 @@ def lowest_eigenpair(H: torch.Tensor) -> tuple[float, torch.Tensor]:
     Parameters
     ----------
     H : Tensor (d, d)
-        A symmetric matrix; :func:`torch.linalg.eigh` reads its lower triangle.
+        A symmetric matrix; ``torch.linalg.eigh`` reads its lower triangle.
 
     Returns
     -------
