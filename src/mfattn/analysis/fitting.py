@@ -8,6 +8,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
+from .._checks import check_positive
+
 
 class LogLogFit(NamedTuple):
     """Least-squares fit ``log y = intercept + slope * log x`` with a t-interval on the slope.
@@ -96,8 +98,7 @@ class LogLogFit(NamedTuple):
         >>> LogLogFit(-0.4891, 0.0, -0.5594, 0.0312, 0.95, 9).text(digits=2)
         '-0.49 [-0.56, +0.03]'
         """
-        if not isinstance(digits, int) or isinstance(digits, bool) or digits < 0:
-            raise ValueError(f"digits: expected an integer >= 0, got {digits!r}")
+        check_positive(digits, "digits", integer=True, allow_zero=True)
         return f"{self.slope:+.{digits}f} [{self.slope_lo:+.{digits}f}, {self.slope_hi:+.{digits}f}]"
 
     def contains(self, slope: float) -> bool:
@@ -384,8 +385,7 @@ class OrderFit(NamedTuple):
         >>> OrderFit(-0.5, -0.75, 0.25, 0.95, 4).text(digits=1)
         '-0.5  [-0.8, +0.2]'
         """
-        if not isinstance(digits, int) or isinstance(digits, bool) or digits < 0:
-            raise ValueError(f"digits: expected an integer >= 0, got {digits!r}")
+        check_positive(digits, "digits", integer=True, allow_zero=True)
         return f"{self.order:+.{digits}f}  [{self.order_lo:+.{digits}f}, {self.order_hi:+.{digits}f}]"
 
 
