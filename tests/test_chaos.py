@@ -13,6 +13,7 @@
 """
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -164,12 +165,52 @@ def test_heads_characteristics_agree_with_zero_weight_passengers():
     np.testing.assert_allclose(out["floor_e_max_first"], (tb - ta)[:, :FIRST].norm(dim=-1).max(1).values.numpy(),
                                rtol=1e-9, atol=1e-12)
     assert all(a <= b for a, b in zip(out["e_max_first"], out["e_max"]))
+    np.testing.assert_allclose(out["e_heads"], e.max(0).values.numpy(), rtol=1e-9, atol=1e-12)  # each head's sup
     np.testing.assert_allclose(out["e_rms"], e.pow(2).mean(1).sqrt().numpy(), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(out["floor_e_rms"], (tb - ta).norm(dim=-1).pow(2).mean(1).sqrt().numpy(),
                                rtol=1e-9, atol=1e-12)
     risk_a = [float(model.risk(data, ta[j])) for j in range(ta.shape[0])]
     np.testing.assert_allclose(out["d25_tags"], np.abs(run.risk.numpy() - risk_a), rtol=1e-9, atol=1e-13)
     assert out["e_max"][0] == 0.0 and out["floor_e_max"][0] == 0.0  # one start for run and tags
+
+
+def test_extreme_value_subsets_against_every_subset():
+    """The prediction at n heads: the mean over all C(K, n) subsets of a larger run, enumerated."""
+    big = [0.5, 1.0, 1.0, 3.0, 2.0, 0.2]
+    rows = [{"N": 6, "e_heads": big}, {"N": 6, "e_heads": [2 * x for x in big]},  # a common factor cancels
+            {"N": 2, "e_heads": [1.0, 2.0]}, {"N": 3, "e_heads": [1.0, 2.0, 2.0]}]
+    ev = ChaosResult(rows).extreme_value(stream(0, "subsets"), subsets=20000)
+    assert ev.grid.tolist() == [2, 3]
+    for g, p in zip(ev.grid, ev.predicted):  # every run with more than g heads, each with the same weight
+        larger = [r["e_heads"] for r in rows if r["N"] > g]
+        exact = np.mean([np.mean([max(c) / math.sqrt(np.mean(np.square(c))) for c in itertools.combinations(v, int(g))])
+                         for v in larger])
+        assert p == pytest.approx(exact, rel=0.01)  # 20000 subsets per run: a standard error of about 0.3 %
+    assert ev.ratio.tolist() == pytest.approx([3 / math.sqrt(np.mean(np.square(big)))] * 2
+                                              + [2 / math.sqrt(2.5), 2 / math.sqrt(3)])
+
+
+def test_extreme_value_of_heads_with_a_known_law():
+    """Runs whose heads' errors are a common size (random per run, falling like N^-1/2) times i.i.d.
+    draws of one law: the ratio at N and its prediction from larger runs agree in law, and climb
+    like the maximum of N exponential draws."""
+    rng = np.random.default_rng(3)
+    grid, seeds = (8, 32, 128), 40
+    rows = [{"N": N, "e_heads": list(rng.uniform(1, 2) * N ** -0.5 * rng.exponential(size=N))}
+            for N in grid for _ in range(seeds)]
+    ev = ChaosResult(rows).extreme_value(stream(0, "subsets"))
+    assert ev.grid.tolist() == [8, 32]
+    for g, p in zip(ev.grid, ev.predicted):
+        measured = ev.ratio[ev.N == g]
+        assert abs(np.mean(measured) - p) < 3 * np.std(measured) / math.sqrt(seeds)
+    assert ev.predicted[1] > ev.predicted[0] + 0.5  # the maximum of 32 draws against 8: H_32 - H_8 is 1.34
+    for bad, msg in (([{"N": 4, "e_rms": [0.0]}], "records: the runs did not record e_heads"),
+                     ([{"N": 4, "e_heads": [1.0, 2.0]}], "records: the runs have a single number"),
+                     ([{"N": 4, "e_heads": [0.0, 0.0]}, {"N": 2, "e_heads": [1.0]}], "records: a run has zero")):
+        with pytest.raises(ValueError, match=f"^{msg}"):
+            ChaosResult(bad).extreme_value(stream(0, "subsets"))
+    with pytest.raises(ValueError, match="^subsets"):
+        ChaosResult(rows).extreme_value(stream(0, "subsets"), subsets=0)
 
 
 def test_the_floor_rule_recovers_a_known_error():

@@ -40,8 +40,8 @@ from ..models.particles import ParticleModel
 from .fitting import LogLogFit, loglog_fit, rms_fit
 from .transport import lipschitz_discrepancy, lipschitz_parts
 
-__all__ = ["QUANTITIES", "FIRST", "DOMINATED_BELOW", "ChaosSetup", "ChaosResult", "Corrected", "chaos_errors",
-           "expected_floor_ratio", "floor_corrected"]
+__all__ = ["QUANTITIES", "FIRST", "DOMINATED_BELOW", "ChaosSetup", "ChaosResult", "Corrected", "ExtremeValue",
+           "chaos_errors", "expected_floor_ratio", "floor_corrected"]
 
 #: The quantities of a run, each a list over the recording times (see :func:`chaos_errors`).
 QUANTITIES = ("e_max", "e_max_first", "e_rms", "d24", "d24_tags", "d24_tags_lin", "d24_tags_dist", "d25", "d25_tags")
@@ -198,7 +198,7 @@ class ChaosSetup:
     >>> refs = [setup.reference(w, n_ref=8192) for w in (1, 2)]
     >>> res = ChaosResult([{"N": N, "s": s, **setup.point(refs, N, s)} for N in (4, 16, 64) for s in range(4)])
     >>> sorted(res.records[0])[:4]
-    ['N', 'd25', 'd25_tags', 'e_max']
+    ['N', 'd25', 'd25_tags', 'e_heads']
     >>> res.fit("e_rms").n, int(res.corrected("e_rms").dominated.sum())  # runs fitted; left out (the floor's)
     (12, 0)
     """
@@ -271,6 +271,8 @@ class ChaosSetup:
             JSON-ready: each quantity of :func:`chaos_errors` present (``e_max``, ``e_rms`` always, and
             ``e_max_first``, the maximum over the first :data:`FIRST` heads only (all of them when
             ``N`` is smaller);
+            ``e_heads``, each head's supremum over the recording times of ``|e_i|``, in the
+            order drawn (a list over the heads, not over time; :meth:`ChaosResult.extreme_value`);
             ``d24``, ``d24_tags`` with ``tests``, and the halves of ``d24_tags`` over the linear and
             the distance test functions, ``d24_tags_lin`` and ``d24_tags_dist``
             (:func:`~mfattn.analysis.transport.lipschitz_parts`); ``d25``, ``d25_tags`` with
@@ -320,6 +322,7 @@ class ChaosSetup:
         out["e_max"], out["e_rms"] = _pathwise(run.heads, ta)
         out["floor_e_max"], out["floor_e_rms"] = _pathwise(tb, ta)
         out["e_max_first"] = _pathwise(run.heads[:, :FIRST], ta[:, :FIRST])[0]
+        out["e_heads"] = (run.heads - ta).norm(dim=-1).max(0).values.tolist()
         out["floor_e_max_first"] = _pathwise(tb[:, :FIRST], ta[:, :FIRST])[0]
         R = range(run.heads.shape[0])
         if self.tests:
@@ -416,6 +419,42 @@ def floor_corrected(raw, floor) -> Corrected:
             raise ValueError(f"{name}: expected finite values >= 0")
     floor = np.broadcast_to(floor, raw.shape)
     return Corrected(np.sqrt(np.maximum(raw**2 - floor**2 / 2, 0.0)), raw < DOMINATED_BELOW * floor)
+
+
+class ExtremeValue(NamedTuple):
+    """The maximum over heads against the maximum over as many heads of larger runs
+    (:meth:`ChaosResult.extreme_value`), a named tuple with the fields below.
+
+    Parameters
+    ----------
+    N : ndarray
+        The number of heads of each run.
+    ratio : ndarray
+        Per run, the largest head's supremum error over the RMS over heads of the same.
+    grid : ndarray
+        The numbers of heads of the grid but the largest, increasing.
+    predicted : ndarray
+        Per ``N`` of ``grid``, the mean ratio of random subsets of ``N`` heads of the larger runs.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.chaos import ChaosResult
+    >>> rows = [{"N": 2, "e_heads": [1.0, 1.0]}, {"N": 4, "e_heads": [2.0, 2.0, 2.0, 2.0]}]
+    >>> ev = ChaosResult(rows).extreme_value(torch.Generator().manual_seed(0))
+    >>> ev.ratio.tolist(), ev.grid.tolist(), ev.predicted.tolist()
+    ([1.0, 1.0], [2.0], [1.0])
+    """
+
+    N: np.ndarray
+    ratio: np.ndarray
+    grid: np.ndarray
+    predicted: np.ndarray
+
+
+def _max_over_rms(s: torch.Tensor) -> torch.Tensor:
+    """max over RMS along the last dimension."""
+    return s.max(-1).values / s.pow(2).mean(-1).sqrt()
 
 
 @dataclass
@@ -692,6 +731,68 @@ class ChaosResult:
         (0.5, 0.0)
         """
         return float(self.corrected(quantity, upto=upto).dominated.mean())
+
+    def extreme_value(self, generator: torch.Generator, subsets: int = 200) -> ExtremeValue:
+        r"""The maximum over heads, read as the largest of more and more draws of one head's error.
+
+        Each head's error is its supremum over time, :math:`s_i=\sup_k\|e_i^k\|` (``e_heads``), so
+        that :math:`\max_i s_i` is the supremum of ``e_max``. Per run the *ratio* is
+        :math:`\max_i s_i` over the RMS over heads of :math:`s_i`: the run's common size, which falls
+        like :math:`N^{-1/2}`, cancels in it. If one head's error, in units of its run's RMS, has a
+        law that does not depend on ``N``, a run of ``N`` heads and ``N`` heads chosen at random
+        among the heads of a larger run give the same ratio in law. The prediction at each ``N`` is
+        therefore the mean ratio of ``subsets`` random subsets of ``N`` heads (without replacement)
+        of every run with more heads. The ratio then climbs with ``N`` as long as more draws reach
+        further into the law's upper end, and a maximum over heads falls more slowly than the RMS
+        by the slope of that climb. The largest ``N`` has no larger run, and no prediction.
+
+        Parameters
+        ----------
+        generator : torch.Generator
+            Draws the subsets (a named stream, :func:`mfattn.flows.seeds.stream`).
+        subsets : int, default 200
+            Random subsets per larger run and ``N``, positive.
+
+        Returns
+        -------
+        ExtremeValue
+            ``(N, ratio, grid, predicted)``: the ratio of every run; the numbers of heads but the
+            largest, and their predictions.
+
+        Raises
+        ------
+        ValueError
+            Naming ``records`` when the runs did not record ``e_heads``, when a run's errors are all
+            zero, or when the grid has a single ``N`` (nothing larger to choose from); ``subsets``
+            when it is not a positive integer.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from mfattn.analysis.chaos import ChaosResult
+        >>> rows = [{"N": 2, "e_heads": [1.0, 3.0]}, {"N": 4, "e_heads": [1.0, 1.0, 1.0, 3.0]}]
+        >>> ev = ChaosResult(rows).extreme_value(torch.Generator().manual_seed(0), subsets=4000)
+        >>> [round(float(r), 3) for r in ev.ratio]    # 3 / sqrt(5), 3 / sqrt(3)
+        [1.342, 1.732]
+        >>> round(float(ev.predicted[0]), 1)          # half the pairs hold the 3: (1 + 3 / sqrt(5)) / 2
+        1.2
+        """
+        check_positive(subsets, "subsets", integer=True)
+        if any("e_heads" not in r for r in self.records):
+            raise ValueError("records: the runs did not record e_heads (ChaosSetup.point records it)")
+        s = [torch.tensor(r["e_heads"], dtype=torch.float64) for r in self.records]
+        if any(not bool(v.pow(2).sum() > 0) for v in s):
+            raise ValueError("records: a run has zero error at every head")
+        N = self.N
+        grid = np.unique(N)[:-1]
+        if grid.size == 0:
+            raise ValueError("records: the runs have a single number of heads; nothing larger to choose from")
+        predicted = []
+        for g in grid:
+            ratios = [_max_over_rms(v[torch.rand(subsets, v.numel(), generator=generator).argsort(-1)[:, :int(g)]])
+                      for v, n in zip(s, N) if n > g]
+            predicted.append(float(torch.cat(ratios).mean()))
+        return ExtremeValue(N, np.array([float(_max_over_rms(v)) for v in s]), grid, np.array(predicted))
 
 
 def expected_floor_ratio(n_ref: int, N: int) -> float:
