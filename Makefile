@@ -59,7 +59,7 @@ venv: $(STAMP)
 # nbval on the other kernel path, two chapters at a time. Validating each chapter once, on a path
 # other than the one that executed it, checks more than a second pass on the executing path would
 # (that pass, `make nbval`, is kept for a reader's own CPU) at half the cost. OMP_WAIT_POLICY=PASSIVE
-# (set by mfattn) keeps waiting threads from spinning on a shared core. Each stream's lines are
+# keeps the two streams' waiting threads from spinning on each other's core. Each stream's lines are
 # printed whole, prefixed with its name; make waits for both and fails if one fails.
 STREAM = set -o pipefail; $(1) 2>&1 | sed -u 's/^/[$(2)] /'
 test: $(STAMP)
@@ -67,7 +67,7 @@ test: $(STAMP)
 	@# the compiled kernels once, into numba's disk cache, before the test processes would each compile them
 	@echo "fused kernels: compiled on first use (about a minute), loaded from numba's disk cache after"
 	@$(BIN)/python -c "from mfattn.models import fused; fused.compile_seconds()"
-	@$(MAKE) --no-print-directory -j2 test-unit test-other-path
+	@OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory -j2 test-unit test-other-path
 
 test-unit: $(STAMP)
 	@$(call STREAM,$(BIN)/python -m pytest -p no:cacheprovider tests src/mfattn --doctest-modules,unit)

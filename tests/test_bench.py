@@ -104,3 +104,20 @@ _SAVED = {"machine": {"cpu": "test CPU (2 logical cores)", "torch": "x", "thread
 def test_time_call_names_a_bad_count(kw, name):
     with pytest.raises(ValueError, match=name):
         bench.time_call(lambda: None, torch.device("cpu"), **kw)
+
+
+def test_wait_table_holds_the_settings_to_their_ratios():
+    # figures built by hand: the ratios are the quotients of the named cells
+    rows = [{"setting": k, "beside_busy": b, "grad_s": g, "autograd_s": a}
+            for k, b, g, a in (("spin", False, 0.10, 0.20), ("passive", False, 0.19, 0.30),
+                               ("default", False, 0.09, 0.19), ("spin", True, 0.25, 0.40),
+                               ("passive", True, 0.16, 0.24), ("default", True, 0.34, 0.38))]
+    text = bench.wait_table({"kind": "wait", "spin": 1000, "threads": 2, "rows": rows, "load": [0.1, 0.2]})
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    idle = next(v for k, v in lines.items() if k.startswith("idle"))
+    assert f"| {0.10 / 0.09:.2f} | {0.20 / 0.19:.2f} |" in idle
+    start = next(v for k, v in lines.items() if k.startswith("busy at start"))
+    assert f"| {0.16 / 0.10:.2f} | {0.24 / 0.20:.2f} |" in start
+    later = next(v for k, v in lines.items() if k.startswith("busy later"))
+    assert f"| {0.25 / 0.10:.2f} | {0.40 / 0.20:.2f} |" in later
+    assert "GOMP_SPINCOUNT=1000" in text and "load average 0.1 before, 0.2 after" in text

@@ -1,33 +1,93 @@
-"""The thread settings that keep a run graceful on a busy machine (book/benchmark.md, "Under load").
+"""The thread settings that keep a run fast alone and graceful on a busy machine (book/benchmark.md,
+"Under load").
 
 The oracle is the OpenMP runtime's own report of the settings it runs with (libgomp prints them
-under OMP_DISPLAY_ENV=VERBOSE): a thread that waits must sleep (GOMP_SPINCOUNT 0), not spin.
+under OMP_DISPLAY_ENV=VERBOSE): beside a busy process a thread that waits must sleep
+(GOMP_SPINCOUNT 0); on an idle machine it spins a bounded number of turns (mfattn.SPIN). The busy
+process is a child that burns one core, known to be busy.
 """
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jupytext
 import pytest
+
+import mfattn
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _runtime_settings(code: str, **env) -> dict:
     """Run ``code`` in a fresh interpreter and return the settings torch's libgomp reports."""
-    e = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    e.update(OMP_DISPLAY_ENV="VERBOSE", **env)
+    e = dict(_no_setting(), OMP_DISPLAY_ENV="VERBOSE", **env)
     out = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return dict(re.findall(r"^\s*([A-Z_]+) = '([^']*)'", out.stderr, re.M))
 
 
-def test_import_mfattn_makes_waiting_threads_sleep():
-    got = _runtime_settings("import mfattn, torch; torch.ones(10**6).sum(); assert mfattn.THREAD_POLICY_APPLIED")
+def _no_setting() -> dict:
+    """This environment without a wait setting (this test process's import of mfattn chose one)."""
+    return {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MFATTN_WAIT_AUTO")}
+
+
+@contextlib.contextmanager
+def _busy_core():
+    """A child process that keeps one core busy while the block runs."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # past its start-up
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+def test_beside_a_busy_process_waiting_threads_sleep():
+    with _busy_core():
+        assert mfattn.busy_elsewhere() >= mfattn.BUSY_FROM
+        got = _runtime_settings("import mfattn, torch; torch.ones(10**6).sum(); assert mfattn.THREAD_POLICY_APPLIED")
     assert got["GOMP_SPINCOUNT"] == "0"
+
+
+def test_the_choice_reaches_the_runtime():
+    # whichever setting the import chose (the machine's load decides), it is what libgomp runs with
+    got = _runtime_settings("import mfattn, torch, sys; torch.ones(10**6).sum(); print(mfattn.THREAD_POLICY, "
+                            "file=sys.stderr); print(\"  CHOSEN = '\" + mfattn.THREAD_POLICY + \"'\", file=sys.stderr)")
+    chosen = got["CHOSEN"]
+    assert chosen in ("OMP_WAIT_POLICY=PASSIVE", f"GOMP_SPINCOUNT={mfattn.SPIN}")
+    assert got["GOMP_SPINCOUNT"] == ("0" if "PASSIVE" in chosen else str(mfattn.SPIN))
+
+
+def test_the_setting_for_the_load():
+    assert mfattn.wait_setting(0.0) == mfattn.wait_setting(mfattn.BUSY_FROM - 0.01) == ("GOMP_SPINCOUNT", str(mfattn.SPIN))
+    assert mfattn.wait_setting(mfattn.BUSY_FROM) == mfattn.wait_setting(None) == ("OMP_WAIT_POLICY", "PASSIVE")
+    with pytest.raises(ValueError, match="^window"):
+        mfattn.busy_elsewhere(0)
+
+
+def test_a_child_chooses_again():
+    # a parent that chose a spin on an idle machine passes it on in the environment; its child, started
+    # beside a busy process, must not inherit that choice as if it were the user's
+    with _busy_core():
+        got = _runtime_settings("import mfattn, torch; torch.ones(10**6).sum()", GOMP_SPINCOUNT=str(mfattn.SPIN),
+                                MFATTN_WAIT_AUTO="GOMP_SPINCOUNT")
+    assert got["GOMP_SPINCOUNT"] == "0"
+
+
+def test_kernels_side_by_side_sleep(monkeypatch):
+    for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MFATTN_WAIT_AUTO"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("GOMP_SPINCOUNT", str(mfattn.SPIN))
+    monkeypatch.setenv("MFATTN_WAIT_AUTO", "GOMP_SPINCOUNT")  # mfattn's own choice: overridden for the kernels
+    assert mfattn.shared_machine_env() == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": None, "MFATTN_WAIT_AUTO": None}
+    monkeypatch.delenv("MFATTN_WAIT_AUTO")  # the user's: kept
+    assert mfattn.shared_machine_env() == {}
 
 
 def test_the_runtime_spins_without_it():
@@ -44,20 +104,21 @@ def test_a_users_own_policy_is_kept():
 
 def test_torch_loaded_first_is_reported():
     out = subprocess.run([sys.executable, "-c", "import torch, mfattn; print(mfattn.THREAD_POLICY_APPLIED)"],
-                         env={k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"},
+                         env=_no_setting(),
                          capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "False"
     # and said, once, with the remedy
     assert out.stderr.count("ThreadPolicyWarning") == 1 and "import mfattn first" in out.stderr
     quiet = subprocess.run([sys.executable, "-c", "import mfattn, torch"], capture_output=True, text=True, timeout=300,
-                           env={k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"})
+                           env=_no_setting())
     assert "ThreadPolicyWarning" not in quiet.stderr
 
 
 def test_numbas_openmp_runtime_sleeps_too():
     # numba's "omp" layer (mfattn.models.fused) links libgomp.so.1.0.0 by file name, so the dynamic loader
     # brings the system's copy beside torch's (soname libgomp.so.1): two runtimes, two thread pools.
-    # Each reads the policy when it loads, so both must report that their waiting threads sleep.
+    # Each reads the setting when it loads, so beside a busy process both must report that their
+    # waiting threads sleep.
     pytest.importorskip("numba")
     code = ("import mfattn, torch, numba\n"
             "from mfattn.models.tasks import make_task\n"
@@ -66,9 +127,10 @@ def test_numbas_openmp_runtime_sleeps_too():
             "t.model.grad_phi(t.data.X, t.data.Y, h, torch.full((40,), 1 / 40, dtype=torch.float64))\n"
             "print(numba.threading_layer())\n"
             "print('\\n'.join(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})))\n")
-    e = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    out = subprocess.run([sys.executable, "-c", code], env=dict(e, OMP_DISPLAY_ENV="VERBOSE"),
-                         capture_output=True, text=True, timeout=600)
+    e = _no_setting()
+    with _busy_core():
+        out = subprocess.run([sys.executable, "-c", code], env=dict(e, OMP_DISPLAY_ENV="VERBOSE"),
+                             capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     layer, *libs = out.stdout.split()
     spins = re.findall(r"GOMP_SPINCOUNT = '(\d+)'", out.stderr)

@@ -21,18 +21,102 @@ import importlib as _importlib
 import os as _os
 import sys as _sys
 
-# Threads that wait sleep instead of spinning. torch's OpenMP runtime (libgomp), and the second copy
-# that numba's "omp" threading layer loads (mfattn.models.fused), each read OMP_WAIT_POLICY once, when they
-# load, and by default spin about 300,000 times at every barrier. On a machine where another
-# process holds a core, the spinning thread burns the time slice its partner needs: a chapter's ci
-# run beside a second one took 10.5x its time alone (chapter 02, 2 cores), against 1.5x with
-# PASSIVE, which costs nothing measurable alone (book/benchmark.md, "Under load"). So it is set
-# here, before the first import of torch below, unless the user chose a policy; a process that
-# imported torch before mfattn keeps the runtime's default (THREAD_POLICY_APPLIED says which).
-#: Whether the wait policy reached torch's OpenMP runtime: torch was not loaded before mfattn, or the
-#: environment already held a policy when it was (then that policy, the user's, is in force).
-THREAD_POLICY_APPLIED = "torch" not in _sys.modules or "OMP_WAIT_POLICY" in _os.environ
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# How threads wait. torch's OpenMP runtime (libgomp), and the second copy that numba's "omp" threading
+# layer loads (mfattn.models.fused), each read the wait settings once, when they load, and by default
+# spin about 300,000 times at every barrier. On a machine where another process holds a core, the
+# spinning thread burns the time slice its partner needs: a chapter's ci run beside a second one took
+# 10.5x its time alone (chapter 02, 2 cores). A thread that sleeps at once (OMP_WAIT_POLICY=PASSIVE)
+# is safe there, but on an idle machine it takes longer to wake than a spinning one: 300 small
+# gradient calls took about twice as long. So the setting is chosen here, before torch loads, from
+# what the machine does at import (book/benchmark.md, "Under load"): a short bounded spin
+# (GOMP_SPINCOUNT=SPIN) when no other process is busy, PASSIVE when one is, or when that cannot be
+# told. A policy the user set is kept; a process started by one that chose (MFATTN_WAIT_AUTO names
+# the variable chosen) chooses again. A process that imported torch before mfattn keeps the runtime's
+# default (THREAD_POLICY_APPLIED says which).
+_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+_AUTO = "MFATTN_WAIT_AUTO"
+#: The bounded spin on an idle machine: turns at a barrier before a waiting thread sleeps (libgomp's
+#: default is 300,000).
+SPIN = 1000
+#: Cores busy with other processes at import from which waiting threads sleep at once.
+BUSY_FROM = 0.5
+
+
+def busy_elsewhere(window: float = 0.05):
+    """Cores kept busy by other processes over ``window`` seconds, from ``/proc/stat`` less this
+    process's own time; ``None`` where that cannot be read (not Linux).
+
+    Examples
+    --------
+    >>> import mfattn
+    >>> b = mfattn.busy_elsewhere()
+    >>> b is None or b >= 0
+    True
+    """
+    import time
+
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        with open("/proc/self/stat") as f:
+            own = f.read().rsplit(")", 1)[1].split()
+        return sum(v), v[3] + v[4], int(own[11]) + int(own[12])
+
+    if not window > 0:
+        raise ValueError(f"window: expected seconds > 0, got {window!r}")
+    try:
+        t0, i0, o0 = sample()
+        time.sleep(window)
+        t1, i1, o1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    if t1 <= t0:
+        return None
+    return max(0.0, (_os.cpu_count() or 1) * ((t1 - t0) - (i1 - i0) - (o1 - o0)) / (t1 - t0))
+
+
+def wait_setting(busy) -> tuple[str, str]:
+    """The variable and value that tell OpenMP how to wait, for ``busy`` cores used elsewhere
+    (:func:`busy_elsewhere`): PASSIVE from :data:`BUSY_FROM` cores or when unknown (``None``), a spin of
+    :data:`SPIN` turns otherwise.
+
+    Examples
+    --------
+    >>> from mfattn import wait_setting
+    >>> wait_setting(0.0), wait_setting(1.0), wait_setting(None)
+    (('GOMP_SPINCOUNT', '1000'), ('OMP_WAIT_POLICY', 'PASSIVE'), ('OMP_WAIT_POLICY', 'PASSIVE'))
+    """
+    return ("OMP_WAIT_POLICY", "PASSIVE") if busy is None or busy >= BUSY_FROM else ("GOMP_SPINCOUNT", str(SPIN))
+
+
+def shared_machine_env() -> dict:
+    """The environment for processes started to run side by side (several kernels at once): their
+    waiting threads sleep (PASSIVE), unless the user chose a policy. For ``unittest.mock.patch.dict``
+    on ``os.environ``; ``None`` values are to be removed.
+
+    Examples
+    --------
+    >>> import os
+    >>> from mfattn import shared_machine_env
+    >>> env = shared_machine_env()
+    >>> env == {} or env["OMP_WAIT_POLICY"] == "PASSIVE"
+    True
+    """
+    if _os.environ.get(_AUTO) not in _POLICY_VARS and any(k in _os.environ for k in _POLICY_VARS):
+        return {}  # the user's own
+    return {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": None, _AUTO: None}
+
+
+if "torch" not in _sys.modules and _os.environ.get(_AUTO) in _POLICY_VARS:
+    _os.environ.pop(_os.environ.pop(_AUTO), None)  # the choice of the process that started this one
+#: Whether the wait setting reached torch's OpenMP runtime: torch was not loaded before mfattn, or the
+#: environment already held a setting when it was (then that one, the user's, is in force).
+THREAD_POLICY_APPLIED = "torch" not in _sys.modules or any(k in _os.environ for k in _POLICY_VARS)
+if not any(k in _os.environ for k in _POLICY_VARS):
+    _name, _value = wait_setting(busy_elsewhere())
+    _os.environ[_name], _os.environ[_AUTO] = _value, _name
+#: The wait setting in force for this process's OpenMP runtimes, e.g. ``"GOMP_SPINCOUNT=1000"``.
+THREAD_POLICY = " ".join(f"{k}={_os.environ[k]}" for k in _POLICY_VARS if k in _os.environ)
 
 
 class ThreadPolicyWarning(UserWarning):
@@ -43,7 +127,7 @@ if not THREAD_POLICY_APPLIED:
     import warnings as _warnings
 
     _warnings.warn("torch was imported before mfattn, so torch's OpenMP threads spin while they wait, which "
-                   "slows a run beside another busy process (about 1.5x); import mfattn first, or set "
+                   "slows a run beside another busy process (several times); import mfattn first, or set "
                    "OMP_WAIT_POLICY=PASSIVE in the environment", ThreadPolicyWarning, stacklevel=2)
 
 #: The package's layout: each subpackage and its modules (the first three are the science layer).
@@ -63,7 +147,8 @@ LAYOUT_OF = {m: f"{pkg}.{m}" for pkg, mods in LAYOUT.items() for m in mods}
 # listings and its usage errors) does not load torch.
 _TOP = {"Dataset": "models.data", "HeadModel": "models.model", "cross_entropy": "models.softmax",
         "entropy": "models.softmax", "softmax_jacobian": "models.softmax"}
-__all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian"]
+__all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian", "busy_elsewhere", "wait_setting",
+           "shared_machine_env"]
 
 
 def __getattr__(name):

@@ -50,7 +50,7 @@ from ..models.model import HeadModel
 from . import roofline
 
 __all__ = ["flop_count", "time_call", "device_peaks", "problem", "loop_grad", "naive_grad", "engine_grad", "fused_grad", "compile_time", "run_benchmark",
-           "run_tokens", "main"]
+           "run_tokens", "run_wait", "main"]
 
 IMPLS = ("fused", "engine", "naive", "loop")
 _LABEL = {"fused": "fused", "engine": "torch path", "naive": "naive", "loop": "loop"}
@@ -568,6 +568,83 @@ def tokens_table(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# the workload of --wait, in a fresh process: many small parallel regions, as in a chapter's small steps
+_WAIT_WORK = """
+import statistics, sys, time
+import mfattn, torch
+from mfattn.models.tasks import make_task
+t = make_task("teacher", n=32, seed=0, dtype=torch.float32)
+g = torch.Generator().manual_seed(1)
+heads, w = 0.5 * torch.randn(64, t.model.d_omega, generator=g), torch.full((64,), 1 / 64)
+mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Tanh(), torch.nn.Linear(256, 64))
+x = torch.randn(256, 64, generator=g)
+work = {"grad": lambda: t.model.grad_phi(t.data.X, t.data.Y, heads, w),
+        "autograd": lambda: mlp(x).pow(2).mean().backward()}
+for f in work.values():
+    f()
+out = {}
+for name, f in work.items():
+    runs = []
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        for _ in range(300):
+            f()
+        runs.append(time.perf_counter() - t0)
+    out[name] = statistics.median(runs)
+print(out["grad"], out["autograd"], mfattn.THREAD_POLICY)
+"""
+
+
+def run_wait(repeats: int = 5) -> dict:
+    """How long many small parallel operations take under each wait setting of the OpenMP runtime,
+    alone and beside a process that keeps one core busy (a child started for the purpose): 300 fused
+    gradient calls of 64 heads and 300 steps of a small autograd network, the median of ``repeats``,
+    each setting in a fresh process (the runtime reads it when it loads)."""
+    import mfattn
+
+    settings = {"spin": {"GOMP_SPINCOUNT": str(mfattn.SPIN)}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+                "default": {"OMP_WAIT_POLICY": ""}}  # an empty value: the runtime's default, a long spin
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MFATTN_WAIT_AUTO")}
+    rows, load = [], [os.getloadavg()[0]]
+    for beside in (False, True):
+        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if beside else None
+        try:
+            for name, env in settings.items():
+                out = subprocess.run([sys.executable, "-c", _WAIT_WORK.replace("REPEATS", str(repeats))],
+                                     env=dict(base, **env), capture_output=True, text=True, check=True)
+                grad, auto = (float(v) for v in out.stdout.split()[:2])
+                rows.append({"setting": name, "beside_busy": beside, "grad_s": grad, "autograd_s": auto})
+        finally:
+            if burner:
+                burner.kill()
+                burner.wait()
+    load.append(os.getloadavg()[0])
+    return {"kind": "wait", "spin": mfattn.SPIN, "threads": torch.get_num_threads(), "rows": rows, "load": load}
+
+
+def wait_table(res: dict) -> str:
+    """The figures of :func:`run_wait` and the two ratios the package's choice is held to."""
+    at = {(r["setting"], r["beside_busy"]): r for r in res["rows"]}
+    label = {"spin": f"bounded spin (GOMP_SPINCOUNT={res['spin']}; chosen on an idle machine)",
+             "passive": "sleep at once (PASSIVE; chosen beside a busy process)", "default": "the runtime's default spin"}
+    lines = [f"300 small calls each, median of the repeats, {res['threads']} threads; load average "
+             f"{res['load'][0]:g} before, {res['load'][1]:g} after (alone means an idle machine: rerun above 0.5).", "",
+             "| setting | alone: grad | alone: autograd | beside a busy core: grad | beside: autograd |",
+             "|---|---:|---:|---:|---:|"]
+    lines += [f"| {label[k]} | " + " | ".join(_fmt_s(at[(k, b)][f]) for b in (False, True) for f in ("grad_s", "autograd_s"))
+              + " |" for k in label]
+
+    def ratio(a, b, f):
+        return at[a][f] / at[b][f]
+    lines += ["", "| ratio | grad | autograd |", "|---|---:|---:|"]
+    for text, a, b in (("idle: the chosen spin over the runtime's default (at most 1.10)", ("spin", False), ("default", False)),
+                       ("busy at start: PASSIVE beside a busy core over the spin alone (at most 2.5)", ("passive", True),
+                        ("spin", False)),
+                       ("busy later: the spin beside a busy core over the spin alone", ("spin", True), ("spin", False))):
+        lines.append(f"| {text} | {ratio(a, b, 'grad_s'):.2f} | {ratio(a, b, 'autograd_s'):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--roofline", action="store_true",
                    help="measure this machine's ceilings (FMA peak, the fused pass's exponential, memory bandwidth, "
@@ -577,6 +654,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", action="store_true",
                    help="time the attention sums of chapter 06's token systems, fused pass against the torch path, "
                         "at its shapes (float64; a few seconds); with --out writes tokens.json and tokens.md")
+    p.add_argument("--wait", action="store_true",
+                   help="time many small calls under each OpenMP wait setting, alone and beside a busy core, each "
+                        "in a fresh process (about a minute); with --out writes wait.json and wait.md")
     p.add_argument("--report", default=None, metavar="JSON",
                    help="print (and with --out rewrite) the table and plot of a saved result; measures nothing")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -603,6 +683,8 @@ def main(args) -> dict:
         res, name = json.loads(Path(args.report).read_text()), Path(args.report).stem
     elif args.tokens:
         res, name = run_tokens(repeats=args.repeats or 15), "tokens"
+    elif args.wait:
+        res, name = run_wait(repeats=args.repeats or 5), "wait"
     elif args.roofline:
         res, name = roofline.run_roofline(repeats=args.repeats or 15), "roofline"
     else:
@@ -625,7 +707,8 @@ def main(args) -> dict:
 
 def _write(res: dict, args, default_name: str) -> None:
     # a token run, a roofline run (--roofline) or an N sweep
-    text, draw = ((tokens_table(res), None) if res.get("kind") == "tokens" else
+    text, draw = ((tokens_table(res), None) if res.get("kind") == "tokens" else (wait_table(res), None)
+                  if res.get("kind") == "wait" else
                   (roofline.table(res), roofline.plot) if "ceilings" in res else (table(res), plot))
     print(text)
     if args.out:

@@ -36,7 +36,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest.mock import patch
 
+from .. import shared_machine_env
 from .chapters import UserError, find_chapter, parameter_rows, repo_root
 from .runner import EXIT_FAILED_CLAIM, code_cells, code_version, verdict_records
 from .verdicts import EVIDENCE, assess, decide
@@ -533,8 +535,14 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
     todo = seeds(int(committed) if isinstance(committed, int) else 0, k)
     if not isinstance(jobs, int) or jobs < 1:
         raise SystemExit(f"mfattn replicate: --jobs must be a positive integer, got {jobs!r}")
-    with ThreadPoolExecutor(max_workers=jobs) as ex:
-        done = list(ex.map(lambda s: _run_one(root, src, s, quiet), todo))
+    # kernels side by side: their waiting threads sleep (mfattn.shared_machine_env), whatever this
+    # process chose for itself alone; the environment is restored after
+    shared = shared_machine_env() if jobs > 1 else {}
+    with patch.dict(os.environ, {k: v for k, v in shared.items() if v is not None}):
+        for name in (k for k, v in shared.items() if v is None):
+            os.environ.pop(name, None)
+        with ThreadPoolExecutor(max_workers=jobs) as ex:
+            done = list(ex.map(lambda s: _run_one(root, src, s, quiet), todo))
     runs = {seed: recs for seed, recs, _ in done}  # recs: the records, or the error of a failed run
     secs = sum((s for *_, s in done), 0.0)  # resumed ones as recorded
     record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed
