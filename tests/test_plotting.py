@@ -1,6 +1,7 @@
 """The shared figure style: panels at the column's width, at most two a row."""
 
 import base64
+import math
 
 import matplotlib
 
@@ -194,4 +195,62 @@ def test_spectrum_panel_draws_both_spectra_centred_with_every_other_decade_label
         plotting.spectrum_panel(ax, whole, part, linthresh=0.0, title="H")
     with pytest.raises(ValueError, match="part"):
         plotting.spectrum_panel(ax, part, whole, linthresh=1e-4, title="H")
+    plt.close(fig)
+
+
+def test_ticks_at_puts_exactly_the_given_ticks_and_no_minor_ones():
+    fig, ax = plt.subplots()
+    ax.loglog([0.5, 8.0], [1.0, 2.0])
+    plotting.ticks_at(ax.xaxis, [0.5, 1.0, 4.0])
+    fig.canvas.draw()
+    assert list(ax.get_xticks()) == [0.5, 1.0, 4.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "1", "4"]
+    assert len(ax.xaxis.get_minorticklocs()) == 0
+    with pytest.raises(ValueError, match="^labels"):
+        plotting.ticks_at(ax.xaxis, [1.0], ["a", "b"])
+    with pytest.raises(ValueError, match="^axis"):
+        plotting.ticks_at(ax, [1.0])
+    plt.close(fig)
+
+
+def test_twin_y_and_legend_entries_join_a_panel_and_its_twin():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], label="a")
+    twin = plotting.twin_y(ax, "right", color="C3")
+    twin.plot([1, 0], label="b")
+    assert not any(line.get_visible() for line in twin.get_ygridlines())
+    assert twin.yaxis.label.get_color() == "C3" and twin.yaxis.get_label_position() == "right"
+    handles, labels = plotting.legend_entries(ax, twin)
+    assert labels == ["a", "b"] and [h.get_label() for h in handles] == labels
+    with pytest.raises(ValueError, match="^axes"):
+        plotting.legend_entries()
+    with pytest.raises(ValueError, match="^ax"):
+        plotting.twin_y("x", "right")
+    plt.close(fig)
+
+
+def test_mean_errorbar_draws_means_and_standard_errors_of_a_plain_loop():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    s = rng.normal(0.1, 1.0, size=(4, 7))
+    s[1] -= 5.0  # a negative mean, left out on a log axis
+    fig, ax = plt.subplots()
+    bars = plotting.mean_errorbar(ax, x, s, positive=True)
+    drawn = bars.lines[0].get_xydata()
+    expected = []
+    for i in range(4):  # oracle: plain loops for the mean and the standard error
+        m = sum(s[i]) / 7
+        se = math.sqrt(sum((v - m) ** 2 for v in s[i]) / 7) / math.sqrt(7)
+        if m > 0:
+            expected.append((x[i], m, min(se, 0.99 * m)))
+    assert drawn[:, 0].tolist() == [e[0] for e in expected]
+    assert drawn[:, 1] == pytest.approx([e[1] for e in expected], rel=1e-12)
+    seg = bars.lines[2][0].get_segments()  # the vertical bars: from mean - err to mean + err
+    assert [b[1, 1] - b[0, 1] for b in seg] == pytest.approx([2 * e[2] for e in expected], rel=1e-12)
+    with pytest.raises(ValueError, match="^samples"):
+        plotting.mean_errorbar(ax, x, s[:2])
+    with pytest.raises(ValueError, match="^ddof"):
+        plotting.mean_errorbar(ax, x, s, ddof=-1)
     plt.close(fig)

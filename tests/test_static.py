@@ -391,3 +391,76 @@ def test_records_of_results_read_back_as_the_same_results(teacher):
     assert from_record(to_record(0.25)) == 0.25
     with pytest.raises(ValueError, match="record"):
         from_record({"a": 1, "b": 2})
+
+
+# ------------------------------------------------------------- best restarts, the rounding bound, finite gaps
+def _records(seed=0, n=6):
+    g = torch.Generator().manual_seed(seed)
+    labels = ["random", "random", "rounded", "iid"]
+    return [{"N": 2 ** i, "values": (1.0 + torch.rand(4, generator=g, dtype=torch.float64)).tolist(),
+             "labels": labels} for i in range(n)]
+
+
+def test_best_values_match_a_plain_loop_over_restarts():
+    from mfattn.analysis.static import best_values
+
+    recs = _records()
+    for exclude in ((), "rounded", ("rounded", "iid")):
+        drop = {exclude} if isinstance(exclude, str) else set(exclude)
+        expected = []
+        for r in recs:  # oracle: a plain loop
+            b = math.inf
+            for v, lab in zip(r["values"], r["labels"]):
+                if lab not in drop and v < b:
+                    b = v
+            expected.append(b)
+        assert best_values(recs, exclude=exclude).tolist() == expected
+    with pytest.raises(ValueError, match="^exclude"):
+        best_values(recs, exclude=("random", "rounded", "iid"))
+    with pytest.raises(ValueError, match="^records"):
+        best_values([{"values": [1.0]}])
+
+
+def test_rounding_gap_bound_dominates_the_rounding_weight_change_of_a_plain_count():
+    """(B sum_j |n_j/N - w_j|)^2 / 4, with n_j counted head by head in a loop, never exceeds the bound."""
+    from mfattn.analysis.static import rounding_gap_bound
+
+    g = torch.Generator().manual_seed(3)
+    for m in (1, 3, 7):
+        heads = torch.eye(m, dtype=torch.float64)  # distinct atoms: each rounded head names its atom
+        w = torch.rand(m, generator=g, dtype=torch.float64) + 0.05
+        w = w / w.sum()
+        for N in (1, 2, 5, 13, 64):
+            rounded = round_measure(heads, w, N)
+            counts = [0] * m
+            for h in rounded:  # plain loop
+                counts[int(torch.argmax(h))] += 1
+            l1 = sum(abs(counts[j] / N - float(w[j])) for j in range(m))
+            assert 0.25 * (2.0 * l1) ** 2 <= rounding_gap_bound(2.0, m, N) + 1e-15
+    assert rounding_gap_bound(2.0, 3, [6, 12]).tolist() == [0.25, 0.0625]  # (2*3/6)^2/4 by hand
+    for kw, name in ((dict(feature_bound=-1.0), "feature_bound"), (dict(n_atoms=0), "n_atoms"), (dict(N=[0]), "N")):
+        args = dict(feature_bound=1.0, n_atoms=2, N=[1]) | kw
+        with pytest.raises(ValueError, match=f"^{name}"):
+            rounding_gap_bound(**args)
+
+
+def test_finite_gaps_bracket_and_rates_on_known_power_laws():
+    """Records whose best restart is exactly upper + 1/N^2 (rounded) or upper + 1/N (random): the fits
+    recover the two powers and the constant is max sqrt(N) (gap + width), computed in a loop."""
+    from mfattn.analysis.static import finite_gaps
+
+    up, width = 0.75, 1e-3
+    Ns = [1, 2, 4, 8, 16, 32]
+    recs = [{"N": n, "values": [up + 1.0 / n ** 2, up + 1.0 / n], "labels": ["rounded", "random"]} for n in Ns]
+    g = finite_gaps(recs, up, 0.0, min_N=2)
+    assert g.fit.slope == pytest.approx(-2.0, abs=1e-9) and g.fit_without.slope == pytest.approx(-1.0, abs=1e-9)
+    g = finite_gaps(recs, up, width)
+    for n, lo, hi in zip(Ns, g.lower, g.upper):
+        assert lo == pytest.approx(1.0 / n ** 2, rel=1e-12) and hi - lo == pytest.approx(width, rel=1e-9)
+    assert g.constant == pytest.approx(max(math.sqrt(n) * (1.0 / n ** 2 + width) for n in Ns), rel=1e-12)
+    with pytest.raises(ValueError, match="^min_N"):
+        finite_gaps(recs, up, width, min_N=32)
+    with pytest.raises(ValueError, match="^width"):
+        finite_gaps(recs, up, -1.0)
+    with pytest.raises(ValueError, match="^records"):
+        finite_gaps([{"values": [1.0], "labels": ["random"]}], up, width)

@@ -68,6 +68,10 @@ __all__ = [
     "optimum_record",
     "finite_record",
     "rounding_gaps",
+    "best_values",
+    "rounding_gap_bound",
+    "FiniteGaps",
+    "finite_gaps",
     "iid_record",
     "IIDSummary",
     "iid_summary",
@@ -1989,3 +1993,191 @@ def minimize(model: HeadModel, data: Dataset, ball: Ball, *, method: str, **opti
         raise ValueError(f"{missing[0]}: method {method!r} ({fn.__name__}) needs it")
     return fn(model, data, ball=ball, **options)
 
+
+
+# ------------------------------------------------ finite-head sweeps: best restarts and the rounding bound
+def best_values(records, *, exclude=()) -> np.ndarray:
+    """The best (lowest) final value of each :func:`finite_record` record over its restarts, leaving out
+    the restarts started from ``exclude``.
+
+    With nothing left out this is each record's ``"best"``; leaving out ``"rounded"`` gives what the
+    ``N``-head search finds without the rounding of a known optimum (which would make a fast rate hold
+    by construction).
+
+    Parameters
+    ----------
+    records : list of dict
+        Records with ``"values"`` (list of float) and ``"labels"`` (list of str, where each restart
+        started), as :func:`finite_record` returns them (e.g. the points of a sweep over ``N``).
+    exclude : str or iterable of str, default ()
+        Labels of the restarts to leave out.
+
+    Returns
+    -------
+    ndarray (len(records),)
+        The best remaining value of each record, float64.
+
+    Raises
+    ------
+    ValueError
+        Naming ``records`` when one lacks ``"values"`` or ``"labels"`` or they differ in length, or
+        ``exclude`` when it leaves a record with no restart.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.static import best_values
+    >>> recs = [{"values": [0.3, 0.1, 0.2], "labels": ["random", "rounded", "iid"]},
+    ...         {"values": [0.5, 0.4], "labels": ["random", "rounded"]}]
+    >>> best_values(recs).tolist(), best_values(recs, exclude="rounded").tolist()
+    ([0.1, 0.4], [0.2, 0.5])
+    """
+    exclude = {exclude} if isinstance(exclude, str) else set(exclude)
+    out = []
+    for i, r in enumerate(records):
+        if not isinstance(r, dict) or "values" not in r or "labels" not in r or len(r["values"]) != len(r["labels"]):
+            raise ValueError(f"records: record {i} needs 'values' and 'labels' of the same length")
+        kept = [float(v) for v, label in zip(r["values"], r["labels"]) if label not in exclude]
+        if not kept:
+            raise ValueError(f"exclude: {sorted(exclude)} leaves record {i} with no restart")
+        out.append(min(kept))
+    return np.array(out, dtype=np.float64)
+
+
+def rounding_gap_bound(feature_bound: float, n_atoms: int, N) -> np.ndarray:
+    r"""The bound :math:`\frac14(B_\psi m/N)^2` on the risk gap of the rounding of an optimum with ``m``
+    atoms to ``N`` equally weighted heads (:func:`round_measure`).
+
+    At an optimum ``Phi`` is constant on the support (16) and the rounding's weight changes sum to zero,
+    so the first-order change of the risk vanishes and the gap is the quadratic term, at most
+    ``(1/4) ||delta z||^2`` (Lemma 2.1) with ``||delta z|| <= B_psi sum_j |n_j/N - w_j| <= B_psi m / N``
+    (each weight moves by less than ``1/N``).
+
+    Parameters
+    ----------
+    feature_bound : float
+        ``B_psi``, a bound on the feature norm over ``K`` (:func:`feature_sup`), ``>= 0``.
+    n_atoms : int
+        ``m``, the number of atoms of the optimum, positive.
+    N : int or array_like of int
+        Numbers of heads, each positive.
+
+    Returns
+    -------
+    ndarray
+        The bound at each ``N`` (the shape of ``N``), float64.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is negative, not finite, not a positive integer or holds a
+        non-positive ``N``.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.static import rounding_gap_bound
+    >>> rounding_gap_bound(2.0, 3, [6, 12]).tolist()  # (2 * 3 / 6)^2 / 4, (2 * 3 / 12)^2 / 4
+    [0.25, 0.0625]
+    """
+    if not (math.isfinite(feature_bound) and feature_bound >= 0):
+        raise ValueError(f"feature_bound: must be finite and >= 0, got {feature_bound}")
+    check_positive(n_atoms, "n_atoms", integer=True)
+    N = np.asarray(N)
+    if N.size == 0 or not np.issubdtype(N.dtype, np.integer) or np.any(N < 1):
+        raise ValueError(f"N: expected positive integers, got {N.tolist()}")
+    return 0.25 * (feature_bound * n_atoms / N) ** 2
+
+
+class FiniteGaps(NamedTuple):
+    """``inf E_N - inf E`` from a sweep over ``N`` and a bracket of ``inf E``, with its fits (:func:`finite_gaps`).
+
+    Parameters
+    ----------
+    N : ndarray (n_N,)
+        The numbers of heads of the sweep, in its order.
+    lower : ndarray (n_N,)
+        ``best_N - upper``: the lower end of each gap (``inf E`` at the bracket's upper end).
+    upper : ndarray (n_N,)
+        ``lower + width``: the upper end (``inf E`` at the bracket's lower end).
+    fit : LogLogFit
+        Log-log fit of ``upper`` against ``N`` over ``N >= min_N``.
+    fit_without : LogLogFit
+        The same with the excluded restarts left out of each ``best_N``.
+    constant : float
+        ``max_N sqrt(N) * upper``: the smallest ``C`` with ``upper <= C / sqrt(N)`` on the whole sweep.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.static import finite_gaps
+    >>> recs = [{"N": n, "values": [1 + 1 / n**2, 1 + 1 / n], "labels": ["rounded", "random"]} for n in (1, 2, 4, 8)]
+    >>> g = finite_gaps(recs, 1.0, 0.0)
+    >>> round(float(g.fit.slope), 6), round(float(g.fit_without.slope), 6), g.constant
+    (-2.0, -1.0, 1.0)
+    """
+
+    N: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    fit: LogLogFit
+    fit_without: LogLogFit
+    constant: float
+
+
+def finite_gaps(records, upper: float, width: float, *, min_N: int = 1, exclude="rounded") -> FiniteGaps:
+    """``inf E_N - inf E`` bracketed from upper estimates of ``inf E_N`` and a bracket
+    ``[upper - width, upper]`` of ``inf E``, with the log-log fits of its rate in ``N``.
+
+    Each ``inf E_N`` is estimated from above by the best restart of a :func:`finite_record`
+    (:func:`best_values`), so ``best_N - upper`` and ``best_N - upper + width`` bound the gap up to the
+    ``N``-head search. The fits use the upper end over ``N >= min_N``, once with every restart and
+    once without those started from ``exclude`` (the rounding of a known optimum, whose gap falls
+    like ``N^-2`` by construction).
+
+    Parameters
+    ----------
+    records : list of dict
+        The sweep's records, each with ``"N"``, ``"values"`` and ``"labels"`` (a sweep over ``N`` of
+        :func:`finite_record`).
+    upper : float
+        The upper end of the bracket of ``inf E`` (the risk of the mean-field optimum).
+    width : float
+        The bracket's width (or a bound on it), ``>= 0``.
+    min_N : int, default 1
+        The smallest ``N`` of the fits (e.g. the optimum's atom count); at least two ``N`` of the sweep
+        must reach it.
+    exclude : str or iterable of str, default "rounded"
+        The labels of the restarts that ``fit_without`` leaves out.
+
+    Returns
+    -------
+    FiniteGaps
+
+    Raises
+    ------
+    ValueError
+        Naming ``records`` when a record lacks ``"N"`` (or as :func:`best_values`), ``upper`` or
+        ``width`` when not finite (``width`` negative), ``min_N`` when fewer than two ``N`` reach it, or
+        ``exclude`` as :func:`best_values`.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.static import finite_gaps
+    >>> recs = [{"N": n, "values": [2.0 + 1 / n], "labels": ["random"]} for n in (1, 2, 4)]
+    >>> g = finite_gaps(recs, 2.0, 1e-3, exclude=())
+    >>> g.lower.tolist(), round(float(g.fit.slope), 2)
+    ([1.0, 0.5, 0.25], -1.0)
+    """
+    if not all(isinstance(r, dict) and "N" in r for r in records):
+        raise ValueError("records: every record needs its 'N'")
+    if not math.isfinite(upper):
+        raise ValueError(f"upper: must be finite, got {upper}")
+    if not (math.isfinite(width) and width >= 0):
+        raise ValueError(f"width: must be finite and >= 0, got {width}")
+    N = np.array([r["N"] for r in records])
+    big = N >= min_N
+    if big.sum() < 2:
+        raise ValueError(f"min_N: fewer than two N of the sweep reach {min_N}")
+    lower = best_values(records) - upper
+    hi = lower + width
+    without = best_values(records, exclude=exclude) - upper + width
+    return FiniteGaps(N, lower, hi, loglog_fit(N[big], hi[big]), loglog_fit(N[big], without[big]),
+                      float(np.max(hi * np.sqrt(N))))

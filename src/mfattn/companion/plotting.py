@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 __all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "animation", "flow_animation", "label_125",
-           "panels", "png_metadata", "smallest_text_pt", "spectrum_panel", "use"]
+           "legend_entries", "mean_errorbar", "panels", "png_metadata", "smallest_text_pt", "spectrum_panel",
+           "ticks_at", "twin_y", "use"]
 
 COLUMN_WIDTH = 6.6  # inches: the book's output area at DPI, less the tight bounding box's margin
 DPI = 100
@@ -516,3 +517,199 @@ def flow_animation(frames: dict, times, curves: dict, *, marks=None, mark_label:
         clock.set_text(f"t = {ft[i]:.4g}")
 
     return animation(fig, draw, len(ft), interval=interval, alt=alt)
+
+
+def ticks_at(axis, values, labels=None) -> None:
+    """Tick an axis at exactly ``values`` and at nothing else (no minor ticks): every point of a short
+    grid on a log axis, rather than the one or two powers of ten it spans. Set the axis's scale first
+    (changing it resets the ticks).
+
+    Parameters
+    ----------
+    axis : matplotlib.axis.Axis
+        ``ax.xaxis`` or ``ax.yaxis``.
+    values : sequence of float
+        Where the ticks go; at least one.
+    labels : sequence of str, optional
+        Their labels, one per value; default ``f"{v:g}"``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``axis`` when it is not a matplotlib axis, ``values`` when it is empty, or ``labels`` when
+        their number differs from that of ``values``.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import ticks_at
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.loglog([1, 2, 4], [1, 2, 3])
+    >>> ticks_at(ax.xaxis, [1, 2, 4])
+    >>> [t.get_text() for t in ax.get_xticklabels()], len(ax.get_xticks(minor=True))
+    (['1', '2', '4'], 0)
+    >>> plt.close(fig)
+    """
+    from matplotlib.axis import Axis
+    from matplotlib.ticker import NullLocator
+
+    if not isinstance(axis, Axis):
+        raise ValueError(f"axis: expected a matplotlib axis (ax.xaxis, ax.yaxis), got {type(axis).__name__}")
+    values = list(values)
+    if not values:
+        raise ValueError("values: expected at least one tick")
+    labels = [f"{v:g}" for v in values] if labels is None else list(labels)
+    if len(labels) != len(values):
+        raise ValueError(f"labels: expected {len(values)} labels, one per value, got {len(labels)}")
+    axis.set_ticks(values, labels)
+    axis.set_minor_locator(NullLocator())
+
+
+def twin_y(ax, ylabel: str, *, color=None):
+    """A second y axis on the right of ``ax``, labelled ``ylabel`` (in ``color``), without a grid of its
+    own, so that the grid lines are those of ``ax`` alone.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    ylabel : str
+        The label of the right axis.
+    color : color, optional
+        The label's colour (that of the curves the axis carries); default the style's.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The twin axes; draw the right axis's curves on it.
+
+    Raises
+    ------
+    ValueError
+        Naming ``ax`` when it is not a matplotlib axes.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import twin_y
+    >>> fig, ax = plt.subplots()
+    >>> twin = twin_y(ax, "logit", color="C3")
+    >>> twin.get_ylabel(), twin.yaxis.get_label_position(), twin.get_shared_x_axes().joined(ax, twin)
+    ('logit', 'right', True)
+    >>> plt.close(fig)
+    """
+    from matplotlib.axes import Axes
+
+    if not isinstance(ax, Axes):
+        raise ValueError(f"ax: expected a matplotlib axes, got {type(ax).__name__}")
+    twin = ax.twinx()
+    twin.grid(False)
+    twin.set_ylabel(ylabel, **({} if color is None else {"color": color}))
+    return twin
+
+
+def legend_entries(*axes) -> tuple[list, list]:
+    """The legend handles and labels of several axes, in their order: one legend for a panel and its
+    twin (:func:`twin_y`), or for several panels.
+
+    Parameters
+    ----------
+    *axes : matplotlib.axes.Axes
+        At least one.
+
+    Returns
+    -------
+    handles : list of matplotlib.artist.Artist
+    labels : list of str
+        Those of ``axes[0]``, then those of ``axes[1]``, ...
+
+    Raises
+    ------
+    ValueError
+        Naming ``axes`` when none is given or one is not a matplotlib axes.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import legend_entries
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.plot([0, 1], label="risk")
+    >>> twin = ax.twinx()
+    >>> _ = twin.plot([1, 0], label="logit (right axis)")
+    >>> legend_entries(ax, twin)[1]
+    ['risk', 'logit (right axis)']
+    >>> plt.close(fig)
+    """
+    from matplotlib.axes import Axes
+
+    if not axes or not all(isinstance(a, Axes) for a in axes):
+        raise ValueError("axes: expected one or more matplotlib axes")
+    handles, labels = [], []
+    for a in axes:
+        h, lab = a.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    return handles, labels
+
+
+def mean_errorbar(ax, x, samples, *, positive: bool = False, ddof: int = 0, **kwargs):
+    """The mean of ``samples`` over its second axis at each ``x``, with bars of one standard error
+    (``std / sqrt(n)``).
+
+    With ``positive=True`` (a log axis) only the positive means are drawn, and each bar is cut to
+    0.99 of its mean on both sides, so that it stays above zero.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    x : array_like (n_x,)
+        Abscissae.
+    samples : array_like (n_x, n)
+        ``n >= 1`` samples at each ``x``.
+    positive : bool, default False
+        Draw the positive means only, with bars cut as above.
+    ddof : int, default 0
+        Delta degrees of freedom of the standard deviation (``0``: the plain mean square); ``n > ddof``.
+    **kwargs
+        Passed to ``ax.errorbar`` (``fmt``, ``color``, ``ms``, ``label``, ...).
+
+    Returns
+    -------
+    matplotlib.container.ErrorbarContainer
+
+    Raises
+    ------
+    ValueError
+        Naming ``samples`` when it is not two-dimensional with one row per ``x`` and more than ``ddof``
+        columns, or ``ddof`` when it is negative.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import mean_errorbar
+    >>> fig, ax = plt.subplots()
+    >>> bars = mean_errorbar(ax, [1, 2, 3], [[1.0, 3.0], [-1.0, 0.0], [2.0, 2.0]], positive=True)
+    >>> bars.lines[0].get_xydata().tolist()  # the negative mean at x = 2 is left out
+    [[1.0, 2.0], [3.0, 2.0]]
+    >>> plt.close(fig)
+    """
+    x = np.asarray(x)
+    samples = np.asarray(samples, dtype=np.float64)
+    if not (isinstance(ddof, int) and ddof >= 0):
+        raise ValueError(f"ddof: expected a non-negative integer, got {ddof!r}")
+    if samples.ndim != 2 or samples.shape[0] != x.shape[0] or samples.shape[1] <= ddof:
+        raise ValueError(f"samples: expected ({x.shape[0]}, n) with n > ddof = {ddof}, got {samples.shape}")
+    mean, se = samples.mean(1), samples.std(1, ddof=ddof) / np.sqrt(samples.shape[1])
+    if positive:
+        keep = mean > 0
+        x, mean, se = x[keep], mean[keep], np.minimum(se[keep], 0.99 * mean[keep])
+    return ax.errorbar(x, mean, yerr=se, **kwargs)
