@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
-__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "angle_heatmap", "animation", "circle_animation",
-           "colorbar_below", "flow_animation", "hemispheres", "label_125", "mean_and_range", "panels", "png_metadata",
-           "smallest_text_pt", "spectrum_panel", "use"]
+__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "angle_heatmap", "animation",
+           "circle_animation", "colorbar_below", "flow_animation", "hemispheres", "label_125", "mean_and_range",
+           "panels", "png_metadata", "smallest_text_pt", "spectrum_panel", "use"]
 
 COLUMN_WIDTH = 6.6  # inches: the book's output area at DPI, less the tight bounding box's margin
 DPI = 100
