@@ -254,3 +254,140 @@ def test_mean_errorbar_draws_means_and_standard_errors_of_a_plain_loop():
     with pytest.raises(ValueError, match="^ddof"):
         plotting.mean_errorbar(ax, x, s, ddof=-1)
     plt.close(fig)
+
+
+# ------------------------------------------------- helpers of chapter 06's figures
+def test_mean_and_range_draws_each_columns_mean_and_its_band_against_a_plain_loop():
+    """The line's heights are the columns' means and the band runs from each column's smallest to its
+    largest sample, all computed here by a loop over the samples."""
+    import numpy as np
+
+    x, samples = [1.0, 2.0, 4.0], [[3, 1, 2], [5], [7, 9]]
+    fig, ax = plotting.panels(1)
+    line = plotting.mean_and_range(ax, x, samples, "s--", color="C3", label="c", ms=4)
+    means, lows, highs = [], [], []
+    for col in samples:
+        total, lo, hi = 0, col[0], col[0]
+        for v in col:
+            total, lo, hi = total + v, min(lo, v), max(hi, v)
+        means.append(total / len(col)), lows.append(lo), highs.append(hi)
+    assert list(line.get_xdata()) == x and list(line.get_ydata()) == means
+    assert line.get_color() == "C3" and line.get_linestyle() == "--" and line.get_marker() == "s"
+    (band,) = ax.collections
+    vertices = {tuple(v) for v in band.get_paths()[0].vertices}
+    assert all((xi, lo) in vertices and (xi, hi) in vertices for xi, lo, hi in zip(x, lows, highs))
+    assert np.allclose(band.get_facecolor()[0][:3], matplotlib.colors.to_rgb("C3")) and band.get_alpha() == 0.1
+    with pytest.raises(ValueError, match="^samples"):
+        plotting.mean_and_range(ax, x, samples[:2])
+    with pytest.raises(ValueError, match="^samples"):
+        plotting.mean_and_range(ax, x, [[1], [], [2]])
+    plt.close(fig)
+
+
+def test_angle_heatmap_leaves_empty_bins_blank_and_rows_top_down():
+    """Every zero count is masked (blank) and every other one shown with its value; row 0 is at the top;
+    the separating lines lie between the rows named; the angle ticks are the multiples of pi/2 with the
+    two ends (one point of the circle) unlabelled; the colour bar under it keeps the ticks within its scale."""
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    g = np.random.default_rng(1)
+    counts = g.integers(0, 4, size=(5, 8))
+    edges = np.linspace(-np.pi, np.pi, 9)
+    fig, ax = plotting.panels(2)
+    mesh = plotting.angle_heatmap(ax[0], edges, counts, norm=LogNorm(0.5, 40.0), between=(2, 4),
+                                  labels=list("abcde"), labels_right=True)
+    shown = mesh.get_array()
+    for r in range(5):
+        for c in range(8):
+            assert bool(np.ma.getmaskarray(shown)[r, c]) == (counts[r, c] == 0)
+            assert counts[r, c] == 0 or shown[r, c] == counts[r, c]
+    assert ax[0].get_ylim() == (4.5, -0.5)
+    assert sorted(line.get_ydata()[0] for line in ax[0].get_lines()) == [1.5, 3.5]
+    assert [float(t) for t in ax[0].get_xticks()] == [-np.pi, -np.pi / 2, 0.0, np.pi / 2, np.pi]
+    assert [t.get_text() for t in ax[0].get_xticklabels()][::4] == ["", ""]
+    assert [t.get_text() for t in ax[0].get_yticklabels()] == list("abcde")
+    assert ax[0].yaxis.get_ticks_position() == "right"
+    cb = plotting.colorbar_below(fig, mesh, ax, label="per bin")
+    assert [t.get_text() for t in cb.ax.get_xticklabels()] == ["1", "3", "10", "30"]  # 100 > 40
+    assert isinstance(cb.ax.xaxis.get_minor_locator(), matplotlib.ticker.NullLocator)  # no minor ticks
+    with pytest.raises(ValueError, match="^counts"):
+        plotting.angle_heatmap(ax[1], edges[:-1], counts)
+    with pytest.raises(ValueError, match="^labels"):
+        plotting.angle_heatmap(ax[1], edges, counts, labels=["a"])
+    with pytest.raises(ValueError, match="^mappable"):
+        plotting.colorbar_below(fig, ax[1].plot([0, 1])[0], ax, label="x")
+    plt.close(fig)
+
+
+def test_circle_animation_draws_each_frames_particles_and_clock(monkeypatch):
+    """The frame function puts every system's dots exactly at its particles of that frame and writes
+    that frame's clock (the identity: what is drawn is what was given); the player holds every frame."""
+    import numpy as np
+
+    g = np.random.default_rng(2)
+    a = g.uniform(-np.pi, np.pi, size=(4, 3, 7))
+    frames = np.stack([np.cos(a), np.sin(a)], axis=-1)
+    clock = [f"t = {k}" for k in range(4)]
+    seen = {}
+    real = plotting.animation
+
+    def spy(fig, update, n, **kw):
+        seen.update(fig=fig, update=update, n=n)
+        return real(fig, update, n, **kw)
+
+    monkeypatch.setattr(plotting, "animation", spy)
+    html = plotting.circle_animation(frames, ["a", "b", "c"], colors=["C0", "C3", "C0"], clock=clock, alt="dots")
+    assert html.data.count("data:image/png;base64,") == 4 and seen["n"] == 4
+    axes = seen["fig"].axes
+    assert [ax.get_title() for ax in axes] == ["a", "b", "c"]
+    for i in (0, 3, 1):
+        seen["update"](i)
+        for j, ax in enumerate(axes):
+            dots = ax.get_lines()[1]
+            assert np.array_equal(dots.get_xdata(), frames[i, j, :, 0])
+            assert np.array_equal(dots.get_ydata(), frames[i, j, :, 1])
+        assert seen["fig"]._suptitle.get_text() == clock[i]
+    for bad, name in ((dict(frames=frames[..., :1]), "frames"), (dict(clock=clock[:3]), "clock"),
+                      (dict(colors=["C0"]), "titles, colors")):
+        kw = dict(frames=frames, clock=clock, colors=["C0"] * 3) | bad
+        with pytest.raises(ValueError, match=f"^{name}"):
+            plotting.circle_animation(kw.pop("frames"), ["a", "b", "c"], alt="x", **kw)
+
+
+def test_hemispheres_projects_each_point_onto_its_hemispheres_disc():
+    """Orthographic projection written out: a point with z > 0 lands at (x - gap, y), one with z <= 0 at
+    (gap - x, y) (seen from below); each lies within its unit disc; the disc areas grow with the masses
+    as 30 + 500 m; the crosses are the directions and their antipodes, split by the sign of z."""
+    import numpy as np
+
+    g = np.random.default_rng(3)
+    c = g.normal(size=(9, 3))
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    m = g.dirichlet(np.ones(9))
+    dirs = g.normal(size=(2, 3))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    fig, ax = plotting.panels(1)
+    plotting.hemispheres(ax, c, m, directions=dirs, gap=1.1)
+    upper, lower = ax.collections
+    expect_up = [(x - 1.1, y) for x, y, z in c if z > 0]
+    expect_down = [(1.1 - x, y) for x, y, z in c if z <= 0]
+    assert np.allclose(upper.get_offsets(), expect_up, atol=1e-15)
+    assert np.allclose(lower.get_offsets(), expect_down, atol=1e-15)
+    for (px, py), centre in [(p, -1.1) for p in expect_up] + [(p, 1.1) for p in expect_down]:
+        assert (px - centre) ** 2 + py ** 2 <= 1 + 1e-12
+    assert np.allclose(np.concatenate([upper.get_sizes(), lower.get_sizes()]),
+                       [30 + 500 * w for w, z in zip(m, c[:, 2]) if z > 0] + [30 + 500 * w for w, z in zip(m, c[:, 2])
+                                                                             if z <= 0])
+    crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
+    assert len(crosses) == 4  # every direction and its antipode, once
+    pts = sorted((float(line.get_xdata()[0]), float(line.get_ydata()[0])) for line in crosses)
+    want = sorted([(v[0] - 1.1, v[1]) if v[2] > 0 else (1.1 - v[0], v[1]) for v in np.concatenate([dirs, -dirs])])
+    assert np.allclose(pts, want, atol=1e-15)
+    with pytest.raises(ValueError, match="^centres"):
+        plotting.hemispheres(ax, c[:, :2], m)
+    with pytest.raises(ValueError, match="^masses"):
+        plotting.hemispheres(ax, c, m[:3])
+    with pytest.raises(ValueError, match="^directions"):
+        plotting.hemispheres(ax, c, m, directions=dirs[:, :2])
+    plt.close(fig)

@@ -527,3 +527,26 @@ def test_cluster_centres_and_angle_histograms_against_loops():
     assert angle_histograms(P, bins).tolist() == [e.tolist() for e in expect]
     with pytest.raises(ValueError, match="^X"):
         angle_histograms(P[..., :1], bins)
+
+
+def test_cell_series_against_the_rows_read_by_a_plain_loop():
+    """cell_series along the betas equals the rows of each setting and beta collected by a loop over the
+    rows (not through the cells), reduced by max and by the mean; a missing beta is refused."""
+    from mfattn.analysis.clusters import cell_series, count_cells
+
+    g = np.random.default_rng(4)
+    settings, betas = [("USA", "ascent", "none"), ("SA", "descent", "gelu")], [1.0, 5.0, 25.0]
+    rows = [dict(d=2, setting=s, beta=b, count=int(g.integers(1, 9)), heaviest=float(g.uniform()), converged=True)
+            for s in settings for b in betas for _ in range(int(g.integers(1, 4)))]
+    cells = count_cells(rows, settings, betas)
+    for s in settings:
+        for key in ("count", "heaviest"):
+            expect = []
+            for b in betas[::-1]:
+                expect.append([r[key] for r in rows if r["setting"] == s and r["beta"] == b])
+            assert cell_series(cells, s, betas[::-1], key) == expect
+            assert cell_series(cells, list(s), betas[::-1], key, max) == [max(v) for v in expect]
+            means = cell_series(cells, s, betas[::-1], key, np.mean)
+            assert means == pytest.approx([sum(v) / len(v) for v in expect], rel=1e-15)
+    with pytest.raises(ValueError, match="^cells"):
+        cell_series(cells, settings[0], [1.0, 2.0])

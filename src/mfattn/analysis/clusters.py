@@ -31,7 +31,7 @@ from ..models import tokens as tk
 
 __all__ = ["TokenSweep", "ShowRun", "system_rows", "gradient_flow", "ATOMIC", "CountCell", "count_cells",
            "SeedSpread", "seed_spread", "Comparison", "compare_counts", "DescentMasses", "descent_masses",
-           "RegimeTest", "regime_test", "shown_tokens", "angle_histograms", "cluster_centres"]
+           "RegimeTest", "regime_test", "shown_tokens", "angle_histograms", "cluster_centres", "cell_series"]
 
 
 def gradient_flow(setting) -> bool:
@@ -859,3 +859,49 @@ def cluster_centres(X, threshold) -> tuple[np.ndarray, np.ndarray]:
     size = torch.bincount(labels)
     centres = torch.zeros(len(size), X.shape[1], dtype=X.dtype).index_add_(0, labels, X) / size[:, None]
     return (size.double() / len(X)).numpy(), (centres / centres.norm(dim=1, keepdim=True)).numpy()
+
+
+def cell_series(cells: dict, setting, betas, key: str = "count", reduce=None) -> list:
+    """One setting's cells along the betas: at each beta the entry ``key`` of every system of the cell, or
+    that list reduced to one number (its mean, its largest: a curve against beta).
+
+    Parameters
+    ----------
+    cells : dict
+        ``(setting, beta) -> CountCell`` (:func:`count_cells`).
+    setting : (str, str, str)
+        The setting.
+    betas : iterable of float
+        The betas, in the order of the series.
+    key : str, default "count"
+        An entry of the rows (``"count"``, ``"anchored"``, ``"heaviest"``).
+    reduce : callable, optional
+        Applied to each beta's list (``max``, ``numpy.mean``); default: the lists themselves.
+
+    Returns
+    -------
+    list
+        One entry per beta: the list of the systems' values, or ``reduce`` of it.
+
+    Raises
+    ------
+    ValueError
+        Naming ``cells`` when the setting has no cell at one of the betas.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfattn.analysis.clusters import CountCell, cell_series
+    >>> s = ("USA", "ascent", "none")
+    >>> cells = {(s, 1.0): CountCell("1-3", [{"count": 1}, {"count": 3}]), (s, 5.0): CountCell("4", [{"count": 4}])}
+    >>> cell_series(cells, s, [1.0, 5.0]), cell_series(cells, s, [5.0, 1.0], reduce=max)
+    ([[1, 3], [4]], [4, 3])
+    >>> [float(m) for m in cell_series(cells, s, [1.0, 5.0], reduce=np.mean)]
+    [2.0, 4.0]
+    """
+    setting = tuple(setting)
+    missing = [b for b in betas if (setting, b) not in cells]
+    if missing:
+        raise ValueError(f"cells: no cell of {setting} at beta = {missing[0]:g}")
+    values = [cells[setting, b].values(key) for b in betas]
+    return values if reduce is None else [reduce(v) for v in values]

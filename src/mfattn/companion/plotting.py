@@ -16,8 +16,9 @@ import math
 
 import numpy as np
 
-__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "animation", "flow_animation", "label_125",
-           "legend_entries", "mean_errorbar", "panels", "png_metadata", "smallest_text_pt", "spectrum_panel",
+__all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "angle_heatmap", "animation",
+           "circle_animation", "colorbar_below", "flow_animation", "hemispheres", "label_125", "legend_entries",
+           "mean_and_range", "mean_errorbar", "panels", "png_metadata", "smallest_text_pt", "spectrum_panel",
            "ticks_at", "twin_y", "use"]
 
 COLUMN_WIDTH = 6.6  # inches: the book's output area at DPI, less the tight bounding box's margin
@@ -713,3 +714,316 @@ def mean_errorbar(ax, x, samples, *, positive: bool = False, ddof: int = 0, **kw
         keep = mean > 0
         x, mean, se = x[keep], mean[keep], np.minimum(se[keep], 0.99 * mean[keep])
     return ax.errorbar(x, mean, yerr=se, **kwargs)
+
+
+def mean_and_range(ax, x, samples, fmt: str = "o-", *, color=None, label=None, alpha: float = 0.1, **kwargs):
+    """The mean of each column of samples as a line with markers, and their range (smallest to largest)
+    as a shaded band of the same colour behind it: a quantity over seeds against a parameter.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    x : array_like (K,)
+        The parameter.
+    samples : sequence of K sequences of numbers
+        The samples at each ``x`` (any number at each, at least one).
+    fmt : str, optional
+        The line's format (``"o-"``, ``"s--"``); default ``"o-"``.
+    color : color, optional
+        The line's and the band's colour (default: the next of the cycle).
+    label : str, optional
+        The line's legend label.
+    alpha : float, optional
+        The band's opacity; default 0.1.
+    **kwargs
+        Passed on to ``Axes.plot`` (``ms=4``).
+
+    Returns
+    -------
+    matplotlib.lines.Line2D
+        The line of the means.
+
+    Raises
+    ------
+    ValueError
+        If ``samples`` does not have one non-empty sequence per ``x``.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import mean_and_range, panels
+    >>> fig, ax = panels(1)
+    >>> line = mean_and_range(ax, [1.0, 2.0], [[1, 3], [4]], color="C0", label="counts")
+    >>> line.get_ydata().tolist(), ax.get_legend_handles_labels()[1]
+    ([2.0, 4.0], ['counts'])
+    >>> plt.close(fig)
+    """
+    x = np.asarray(x, dtype=float)
+    samples = [np.asarray(c, dtype=float).ravel() for c in samples]
+    if len(samples) != x.size or any(c.size == 0 for c in samples):
+        raise ValueError(f"samples: expected {x.size} non-empty sequences, one per x")
+    (line,) = ax.plot(x, [np.mean(c) for c in samples], fmt, color=color, label=label, **kwargs)
+    ax.fill_between(x, [c.min() for c in samples], [c.max() for c in samples], color=line.get_color(), alpha=alpha)
+    return line
+
+
+def angle_heatmap(ax, edges, counts, *, norm=None, cmap: str = "magma_r", between=(), labels=None,
+                  labels_right: bool = False):
+    r"""Counts over bins of the angle on the circle, one row per system, as a heat map: rows from the
+    top down, empty bins blank, thin grey lines between groups of rows, and the angle ticked at
+    :math:`0, \pm\pi/2` (the ends :math:`\pm\pi` are one point of the circle and stay unlabelled, so that
+    they do not touch a neighbouring panel's labels).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    edges : array_like (K + 1,)
+        The bin edges, from ``-pi`` to ``pi``.
+    counts : array_like (R, K)
+        The counts of each row's bins (``clusters.angle_histograms``).
+    norm : matplotlib.colors.Normalize, optional
+        The colour scale (share one across panels, e.g. a ``LogNorm``).
+    cmap : str, optional
+        The colour map; default ``"magma_r"``.
+    between : iterable of int, optional
+        Rows before which a separating line is drawn.
+    labels : list of str, optional
+        The rows' tick labels (``[]`` for none); default: matplotlib's ticks.
+    labels_right : bool, optional
+        Whether the row labels go on the right; default ``False``.
+
+    Returns
+    -------
+    matplotlib.collections.QuadMesh
+        The heat map (for a colour bar: :func:`colorbar_below`).
+
+    Raises
+    ------
+    ValueError
+        If ``counts`` is not (R, K) with ``K + 1`` edges, or ``labels`` is not one per row.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np
+    >>> from mfattn.companion.plotting import angle_heatmap, panels
+    >>> fig, ax = panels(1)
+    >>> mesh = angle_heatmap(ax, np.linspace(-np.pi, np.pi, 5), [[0, 1, 2, 0], [3, 0, 0, 1]], between=[1],
+    ...                      labels=["first", "second"])
+    >>> int(mesh.get_array().count()), [float(y) for y in ax.get_ylim()], [t.get_text() for t in ax.get_yticklabels()]
+    (4, [1.5, -0.5], ['first', 'second'])
+    >>> plt.close(fig)
+    """
+    edges, counts = np.asarray(edges, dtype=float), np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[1] + 1 != edges.size:
+        raise ValueError(f"counts: expected (R, {edges.size - 1}) for {edges.size} edges, got {counts.shape}")
+    rows = counts.shape[0]
+    if labels is not None and len(labels) not in (0, rows):
+        raise ValueError(f"labels: expected {rows} labels (or none), got {len(labels)}")
+    mesh = ax.pcolormesh(edges, np.arange(rows + 1) - 0.5, np.ma.masked_equal(counts, 0), norm=norm, cmap=cmap)
+    ax.grid(False)
+    for k in between:
+        ax.axhline(k - 0.5, color="0.6", lw=0.6)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_xticks([-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi], ["", r"$-\pi/2$", "0", r"$\pi/2$", ""])
+    if labels_right:
+        ax.yaxis.tick_right()
+    if labels is not None:
+        ax.set_yticks(range(rows), labels)
+    return mesh
+
+
+def colorbar_below(fig, mappable, ax, *, label: str, ticks=(1, 3, 10, 30, 100)):
+    """A colour bar under the panels ``ax``, half their width, ticked as plain numbers at those of
+    ``ticks`` that do not exceed the colour scale's top, without minor ticks (a log scale of counts).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    mappable : matplotlib.cm.ScalarMappable
+        What the bar explains (a heat map: :func:`angle_heatmap`).
+    ax : matplotlib.axes.Axes or array of Axes
+        The panels it sits under.
+    label : str
+        The bar's label.
+    ticks : iterable of float, optional
+        Candidate ticks; default 1, 3, 10, 30, 100.
+
+    Returns
+    -------
+    matplotlib.colorbar.Colorbar
+
+    Raises
+    ------
+    ValueError
+        If ``mappable`` has no colour scale.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from matplotlib.colors import LogNorm
+    >>> from mfattn.companion.plotting import colorbar_below, panels
+    >>> fig, ax = panels(2)
+    >>> mesh = ax[0].pcolormesh([[1.0, 20.0]], norm=LogNorm(0.5, 20.0))
+    >>> cb = colorbar_below(fig, mesh, ax, label="tokens per bin")
+    >>> [t.get_text() for t in cb.ax.get_xticklabels()], cb.ax.get_xlabel()
+    (['1', '3', '10'], 'tokens per bin')
+    >>> plt.close(fig)
+    """
+    if getattr(mappable, "norm", None) is None:
+        raise ValueError(f"mappable: expected an artist with a colour scale, got {type(mappable).__name__}")
+    cb = fig.colorbar(mappable, ax=ax, location="bottom", shrink=0.5, aspect=30, label=label)
+    shown = [t for t in ticks if t <= mappable.norm.vmax]
+    cb.set_ticks(shown, labels=[f"{t}" for t in shown])
+    cb.ax.minorticks_off()
+    return cb
+
+
+def circle_animation(frames, titles, *, colors, clock, alt: str, interval: int = 150, height: float = 2.3):
+    """Particles on the unit circle, played (:func:`animation`): one panel per system, side by side, each
+    with the circle and the system's particles as translucent dots (darker where several coincide), and
+    a clock above.
+
+    Parameters
+    ----------
+    frames : array_like (F, B, n, 2)
+        The particles of the ``B`` systems at each of ``F`` frames (at least two).
+    titles : list of str
+        The panels' titles, one per system.
+    colors : list of color
+        The dots' colour in each panel.
+    clock : list of str
+        The text above the panels at each frame.
+    alt : str
+        Text describing the animation (see :func:`animation`).
+    interval : int, optional
+        Milliseconds between frames; default 150.
+    height : float, optional
+        The figure's height in inches; default 2.3.
+
+    Returns
+    -------
+    IPython.display.HTML
+        The player, with the frames inside.
+
+    Raises
+    ------
+    ValueError
+        If ``frames`` is not (F, B, n, 2), or ``titles``, ``colors`` or ``clock`` do not match it, or from
+        :func:`animation`.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from mfattn.companion.plotting import circle_animation
+    >>> a = np.linspace(0.0, 1.0, 3)[:, None, None] + np.arange(4)[None, None, :]  # (3 frames, 1 system, 4)
+    >>> frames = np.stack([np.cos(a), np.sin(a)], axis=-1)
+    >>> html = circle_animation(frames, ["one system"], colors=["C0"], clock=["t = 0", "t = 1", "t = 2"],
+    ...                         alt="four dots turning")
+    >>> html.data.count("data:image/png;base64,")
+    3
+    """
+    import matplotlib.pyplot as plt
+
+    frames = np.asarray(frames, dtype=float)
+    if frames.ndim != 4 or frames.shape[3] != 2:
+        raise ValueError(f"frames: expected (F, B, n, 2), got {frames.shape}")
+    n_frames, systems = frames.shape[:2]
+    if len(titles) != systems or len(colors) != systems:
+        raise ValueError(f"titles, colors: expected {systems} of each, one per system")
+    if len(clock) != n_frames:
+        raise ValueError(f"clock: expected {n_frames} texts, one per frame, got {len(clock)}")
+    fig, ax = plt.subplots(1, systems, figsize=(COLUMN_WIDTH, height), squeeze=False)
+    tt = np.linspace(0, 2 * np.pi, 200)
+    dots = []
+    for a_, title, color in zip(ax[0], titles, colors):
+        a_.plot(np.cos(tt), np.sin(tt), color="0.8", lw=0.8)
+        dots += a_.plot([], [], "o", ms=4, alpha=0.35, color=color, mec="none")
+        a_.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal", xticks=[], yticks=[], title=title)
+        a_.title.set_fontsize(9)
+        a_.grid(False)
+    text = fig.suptitle("")
+
+    def draw(i):
+        for j, dot in enumerate(dots):
+            dot.set_data(frames[i, j, :, 0], frames[i, j, :, 1])
+        text.set_text(clock[i])
+
+    return animation(fig, draw, n_frames, interval=interval, alt=alt)
+
+
+def hemispheres(ax, centres, masses, *, directions=None, gap: float = 1.1) -> None:
+    """Points of the sphere :math:`S^2` with masses, in orthographic projection on two discs: the upper
+    hemisphere (``z > 0``) seen from above on the left, the lower one seen from below (so its ``x`` is
+    mirrored) on the right. Each point is a disc whose area grows with its mass, written beside it;
+    ``directions`` are marked by crosses, black at ``+a`` and grey at ``-a``. The panel is set to equal
+    aspect, without axes.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    centres : array_like (k, 3)
+        Unit vectors (cluster centres: ``clusters.cluster_centres``).
+    masses : array_like (k,)
+        Their masses, in [0, 1].
+    directions : array_like (m, 3), optional
+        Unit vectors marked with their antipodes (a perceptron's directions).
+    gap : float, optional
+        The discs' centres lie at ``-gap`` and ``+gap``; default 1.1.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        If ``centres`` or ``directions`` is not (., 3), or ``masses`` is not one per centre.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import hemispheres, panels
+    >>> fig, ax = panels(1)
+    >>> hemispheres(ax, [[0.6, 0.0, 0.8], [0.6, 0.0, -0.8]], [0.25, 0.75], directions=[[0.0, 0.0, 1.0]])
+    >>> notes = [t for t in ax.texts if hasattr(t, "xy")]  # the masses, beside their points
+    >>> [t.get_text() for t in notes], [round(float(t.xy[0]), 12) for t in notes]
+    (['0.25', '0.75'], [-0.5, 0.5])
+    >>> plt.close(fig)
+    """
+    centres, masses = np.asarray(centres, dtype=float), np.asarray(masses, dtype=float)
+    marks = np.asarray(directions if directions is not None else np.zeros((0, 3)), dtype=float)
+    if centres.ndim != 2 or centres.shape[1] != 3:
+        raise ValueError(f"centres: expected (k, 3), got {centres.shape}")
+    if masses.shape != centres.shape[:1]:
+        raise ValueError(f"masses: expected one per centre, {centres.shape[0]}, got {masses.shape}")
+    if marks.ndim != 2 or marks.shape[1] != 3:
+        raise ValueError(f"directions: expected (m, 3), got {marks.shape}")
+    tt = np.linspace(0, 2 * np.pi, 200)
+    for off, up in ((-gap, True), (gap, False)):
+        ax.plot(off + np.cos(tt), np.sin(tt), color="0.6", lw=0.8)
+        ax.text(off, -1.22, "z > 0, from above" if up else "z < 0, from below", ha="center", va="top", fontsize=8)
+        for v, col in [(v, col) for am in marks for v, col in ((am, "k"), (-am, "0.6")) if (v[2] > 0) == up]:
+            ax.plot(off + (v[0] if up else -v[0]), v[1], "x", color=col, ms=5, mew=1)
+        side = centres[:, 2] > 0 if up else centres[:, 2] <= 0
+        xs = centres[side, 0] if up else -centres[side, 0]
+        ax.scatter(off + xs, centres[side, 1], s=30 + 500 * masses[side], color="C0", alpha=0.6, edgecolor="k",
+                   lw=0.5)
+        for x_, y_, m_ in zip(off + xs, centres[side, 1], masses[side]):
+            ax.annotate(f"{m_:.2f}", (x_, y_), xytext=(7, 7), textcoords="offset points", fontsize=8)
+    ax.set(aspect="equal", xlim=(-2 * gap, 2 * gap), ylim=(-1.45, 1.1))
+    ax.axis("off")
