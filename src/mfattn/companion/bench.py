@@ -605,7 +605,7 @@ def run_wait(repeats: int = 5) -> dict:
     settings = {"spin": {"GOMP_SPINCOUNT": str(mfattn.SPIN)}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
                 "default": {"OMP_WAIT_POLICY": ""}}  # an empty value: the runtime's default, a long spin
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MFATTN_WAIT_AUTO")}
-    rows, load = [], [os.getloadavg()[0]]
+    rows, busy = [], [mfattn.busy_elsewhere(0.5)]  # cores other processes keep busy, before and after
     for beside in (False, True):
         burner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if beside else None
         try:
@@ -618,8 +618,8 @@ def run_wait(repeats: int = 5) -> dict:
             if burner:
                 burner.kill()
                 burner.wait()
-    load.append(os.getloadavg()[0])
-    return {"kind": "wait", "spin": mfattn.SPIN, "threads": torch.get_num_threads(), "rows": rows, "load": load}
+    busy.append(mfattn.busy_elsewhere(0.5))
+    return {"kind": "wait", "spin": mfattn.SPIN, "threads": torch.get_num_threads(), "rows": rows, "busy": busy}
 
 
 def wait_table(res: dict) -> str:
@@ -627,8 +627,9 @@ def wait_table(res: dict) -> str:
     at = {(r["setting"], r["beside_busy"]): r for r in res["rows"]}
     label = {"spin": f"bounded spin (GOMP_SPINCOUNT={res['spin']}; chosen on an idle machine)",
              "passive": "sleep at once (PASSIVE; chosen beside a busy process)", "default": "the runtime's default spin"}
-    lines = [f"300 small calls each, median of the repeats, {res['threads']} threads; load average "
-             f"{res['load'][0]:g} before, {res['load'][1]:g} after (alone means an idle machine: rerun above 0.5).", "",
+    busy = " and ".join("unknown" if b is None else f"{b:.2f}" for b in res["busy"])
+    lines = [f"300 small calls each, median of the repeats, {res['threads']} threads. Cores kept busy by other "
+             f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1).", "",
              "| setting | alone: grad | alone: autograd | beside a busy core: grad | beside: autograd |",
              "|---|---:|---:|---:|---:|"]
     lines += [f"| {label[k]} | " + " | ".join(_fmt_s(at[(k, b)][f]) for b in (False, True) for f in ("grad_s", "autograd_s"))
