@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_weights
+from .._checks import check_dim, check_tensor, check_weights
 
 __all__ = ["ParticleModel", "blocks"]
 
@@ -118,6 +118,15 @@ class ParticleModel:
     @property
     def device(self) -> torch.device:  # pragma: no cover - every model defines it
         raise NotImplementedError
+
+    def _check_rows(self, heads, name: str, label: str, unit: str) -> torch.Tensor:
+        # the body of a model's ``check_heads``: a finite (N, d_omega) tensor of the model's dtype and
+        # device, N >= 1; ``label`` names d_omega and ``unit`` a particle in the error messages
+        check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
+        check_dim(heads, name, 1, self.d_omega, label)
+        if heads.shape[0] < 1:
+            raise ValueError(f"{name}: needs at least one {unit}")
+        return heads
 
     def check_data(self, data):  # pragma: no cover - every model defines it
         """The dataset (``data.X``, ``data.Y``, ``data.n``), validated against the model.
