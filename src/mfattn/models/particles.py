@@ -448,6 +448,14 @@ class ParticleModel:
         heads, weights = self.check_measure(heads, weights)
         return self.evaluate(data.X, data.Y, heads, weights)[0]
 
+    def _frozen_residual(self, data, query, heads, weights):
+        # ``(X, G, query)`` validated, G the residual of the measure: what phi_at and grad_at take
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        query = self.check_heads(query, "query")
+        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
+        return data.X, G, query
+
     def first_variation(self, data, query, heads, weights=None) -> torch.Tensor:
         r""":math:`\Phi(q_j;\rho)` (11) at the points ``query``, validated.
 
@@ -474,11 +482,7 @@ class ParticleModel:
         >>> bool(phi[0] < 0), bool(torch.isclose(phi[1], -phi[0]))
         (True, True)
         """
-        data = self.check_data(data)
-        heads, weights = self.check_measure(heads, weights)
-        query = self.check_heads(query, "query")
-        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
-        return self.phi_at(data.X, G, query)
+        return self.phi_at(*self._frozen_residual(data, query, heads, weights))
 
     def grad_first_variation(self, data, query, heads, weights=None) -> torch.Tensor:
         r""":math:`\nabla_\omega\Phi(q_j;\rho)` (13) at the points ``query``, validated.
@@ -506,11 +510,7 @@ class ParticleModel:
         >>> bool(torch.equal(g[0], g[1]))      # the linear model's drift is the same everywhere
         True
         """
-        data = self.check_data(data)
-        heads, weights = self.check_measure(heads, weights)
-        query = self.check_heads(query, "query")
-        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
-        return self.grad_at(data.X, G, query)
+        return self.grad_at(*self._frozen_residual(data, query, heads, weights))
 
     def dissipation(self, data, heads, weights=None) -> torch.Tensor:
         r""":math:`\mathcal I(\rho)=\sum_i w_i|\nabla\Phi(\omega_i;\rho)|^2` (38), validated.
