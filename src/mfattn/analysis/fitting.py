@@ -125,6 +125,15 @@ class LogLogFit(NamedTuple):
         return self.slope_lo <= slope <= self.slope_hi
 
 
+def _paired(x, y):
+    # x and y as flat float arrays of one shape, the first check of loglog_fit and rms_fit
+    x = np.asarray(x, dtype=float).ravel()
+    y = np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"y: shape {y.shape} differs from x's {x.shape}")
+    return x, y
+
+
 def loglog_fit(x, y, *, level: float = 0.95) -> LogLogFit:
     """Fit a power law ``y ~ c x^slope`` by ordinary least squares in log-log coordinates.
 
@@ -162,10 +171,7 @@ def loglog_fit(x, y, *, level: float = 0.95) -> LogLogFit:
     >>> bool(fit.contains(-2.0))
     True
     """
-    x = np.asarray(x, dtype=float).ravel()
-    y = np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"y: shape {y.shape} differs from x's {x.shape}")
+    x, y = _paired(x, y)
     if x.size < 3:
         raise ValueError("x: need at least 3 points for a slope with a confidence interval")
     if not (np.all(np.isfinite(x)) and np.all(x > 0)):
@@ -233,10 +239,7 @@ def rms_fit(x, y, *, level: float = 0.95) -> LogLogFit:
     >>> round(float(fit.slope), 6), round(float(fit.predict(16.0)) ** 2, 6), fit.n
     (-0.5, 5.0, 6)
     """
-    x = np.asarray(x, dtype=float).ravel()
-    y = np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"y: shape {y.shape} differs from x's {x.shape}")
+    x, y = _paired(x, y)
     if not (np.all(np.isfinite(x)) and np.all(x > 0)):
         raise ValueError("x: values must be positive and finite")
     if not (np.all(np.isfinite(y)) and np.all(y >= 0)):

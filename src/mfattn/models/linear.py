@@ -67,13 +67,9 @@ class LinearModel(ParticleModel):
         self.d = self.d_omega = d
         self._dtype, self._device = dtype, torch.device(device)
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self._device
+    # the two-layer network's properties, not copies
+    dtype = TwoLayerModel.dtype
+    device = TwoLayerModel.device
 
     def __repr__(self) -> str:
         return f"LinearModel(d={self.d}, dtype={self.dtype})"
@@ -110,11 +106,7 @@ class LinearModel(ParticleModel):
         ...
         ValueError: omega0: dimension 1 has size 1, expected d = 2
         """
-        check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
-        check_dim(heads, name, 1, self.d, "d")
-        if heads.shape[0] < 1:
-            raise ValueError(f"{name}: needs at least one particle")
-        return heads
+        return self._check_rows(heads, name, "d", "particle")
 
     # the same data and the same square loss as the two-layer network: its methods, not copies
     check_data = TwoLayerModel.check_data

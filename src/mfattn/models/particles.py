@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_weights
+from .._checks import check_dim, check_tensor, check_weights
 
 __all__ = ["ParticleModel", "blocks"]
 
@@ -118,6 +118,15 @@ class ParticleModel:
     @property
     def device(self) -> torch.device:  # pragma: no cover - every model defines it
         raise NotImplementedError
+
+    def _check_rows(self, heads, name: str, label: str, unit: str) -> torch.Tensor:
+        # the body of a model's ``check_heads``: a finite (N, d_omega) tensor of the model's dtype and
+        # device, N >= 1; ``label`` names d_omega and ``unit`` a particle in the error messages
+        check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
+        check_dim(heads, name, 1, self.d_omega, label)
+        if heads.shape[0] < 1:
+            raise ValueError(f"{name}: needs at least one {unit}")
+        return heads
 
     def check_data(self, data):  # pragma: no cover - every model defines it
         """The dataset (``data.X``, ``data.Y``, ``data.n``), validated against the model.
@@ -439,6 +448,14 @@ class ParticleModel:
         heads, weights = self.check_measure(heads, weights)
         return self.evaluate(data.X, data.Y, heads, weights)[0]
 
+    def _frozen_residual(self, data, query, heads, weights):
+        # ``(X, G, query)`` validated, G the residual of the measure: what phi_at and grad_at take
+        data = self.check_data(data)
+        heads, weights = self.check_measure(heads, weights)
+        query = self.check_heads(query, "query")
+        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
+        return data.X, G, query
+
     def first_variation(self, data, query, heads, weights=None) -> torch.Tensor:
         r""":math:`\Phi(q_j;\rho)` (11) at the points ``query``, validated.
 
@@ -465,11 +482,7 @@ class ParticleModel:
         >>> bool(phi[0] < 0), bool(torch.isclose(phi[1], -phi[0]))
         (True, True)
         """
-        data = self.check_data(data)
-        heads, weights = self.check_measure(heads, weights)
-        query = self.check_heads(query, "query")
-        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
-        return self.phi_at(data.X, G, query)
+        return self.phi_at(*self._frozen_residual(data, query, heads, weights))
 
     def grad_first_variation(self, data, query, heads, weights=None) -> torch.Tensor:
         r""":math:`\nabla_\omega\Phi(q_j;\rho)` (13) at the points ``query``, validated.
@@ -497,11 +510,7 @@ class ParticleModel:
         >>> bool(torch.equal(g[0], g[1]))      # the linear model's drift is the same everywhere
         True
         """
-        data = self.check_data(data)
-        heads, weights = self.check_measure(heads, weights)
-        query = self.check_heads(query, "query")
-        _, G, _, _ = self.evaluate(data.X, data.Y, heads, weights)
-        return self.grad_at(data.X, G, query)
+        return self.grad_at(*self._frozen_residual(data, query, heads, weights))
 
     def dissipation(self, data, heads, weights=None) -> torch.Tensor:
         r""":math:`\mathcal I(\rho)=\sum_i w_i|\nabla\Phi(\omega_i;\rho)|^2` (38), validated.

@@ -105,6 +105,22 @@ def _to(t, dtype, device):
     return t.to(device=device, dtype=dtype)
 
 
+def _next_token_task(name, ids, E, W_out, d_k, V, dtype, device, **extra) -> Task:
+    """The task of windows ``ids (n, L + 1)``: tokens ``ids[:, :L]`` embedded by ``E``, each labelled by
+    its successor, one-hot over ``V`` tokens; ``extra`` are the task's own fields."""
+    L = ids.shape[1] - 1
+    X = E[ids[:, :L]]
+    Y = torch.nn.functional.one_hot(ids[:, 1:], V).to(torch.float64)
+    return Task(
+        name=name,
+        model=HeadModel(W_out, d_k).to(device=device, dtype=dtype),
+        data=Dataset(_to(X, dtype, device), _to(Y, dtype, device)),
+        embedding=_to(E, dtype, device),
+        tokens=ids[:, :L].to(device),
+        **extra,
+    )
+
+
 def teacher_task(
     *,
     n: int = 256,
@@ -252,17 +268,8 @@ def markov_task(
     ids[:, 0] = torch.randint(vocab_size, (n,), generator=g)
     for l in range(L):  # loop over positions (data generation), vectorised over sequences
         ids[:, l + 1] = torch.multinomial(P[ids[:, l]], 1, generator=g).squeeze(1)
-    X = E[ids[:, :L]]
-    Y = torch.nn.functional.one_hot(ids[:, 1:], vocab_size).to(torch.float64)
     bayes = float(entropy(P[ids[:, :L]]).mean())
-    return Task(
-        name="markov",
-        model=HeadModel(W_out, d_k).to(device=device, dtype=dtype),
-        data=Dataset(_to(X, dtype, device), _to(Y, dtype, device)),
-        embedding=_to(E, dtype, device),
-        tokens=ids[:, :L].to(device),
-        bayes_risk=bayes,
-    )
+    return _next_token_task("markov", ids, E, W_out, d_k, vocab_size, dtype, device, bayes_risk=bayes)
 
 
 _OTHER = "\u00a4"  # the token standing for every character outside the alphabet
@@ -433,17 +440,7 @@ def text_task(
         gs = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=g)) + (split == "heldout"))
         start = lo + torch.randint(hi - lo, (n,), generator=gs)
     ids = stream[start[:, None] + torch.arange(L + 1)]
-    X = E[ids[:, :L]]
-    Y = torch.nn.functional.one_hot(ids[:, 1:], V).to(torch.float64)
-    return Task(
-        name="text",
-        model=HeadModel(W_out, d_k).to(device=device, dtype=dtype),
-        data=Dataset(_to(X, dtype, device), _to(Y, dtype, device)),
-        embedding=_to(E, dtype, device),
-        tokens=ids[:, :L].to(device),
-        vocab=vocab,
-        starts=start,
-    )
+    return _next_token_task("text", ids, E, W_out, d_k, V, dtype, device, vocab=vocab, starts=start)
 
 
 TASKS = {"teacher": teacher_task, "markov": markov_task, "text": text_task}

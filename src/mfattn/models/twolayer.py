@@ -169,11 +169,7 @@ class TwoLayerModel(ParticleModel):
         ...
         ValueError: query: ...
         """
-        check_tensor(heads, name, ndim=2, dtype=self.dtype, device=self.device)
-        check_dim(heads, name, 1, self.d_omega, "d_omega = d + 2")
-        if heads.shape[0] < 1:
-            raise ValueError(f"{name}: needs at least one neuron")
-        return heads
+        return self._check_rows(heads, name, "d_omega = d + 2", "neuron")
 
     def check_data(self, data) -> RegressionData:
         """Validate a dataset: a :class:`RegressionData` with ``d`` inputs, of the model's dtype and device.
