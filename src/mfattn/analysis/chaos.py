@@ -55,9 +55,8 @@ FIRST = 16
 DOMINATED_BELOW = 2.0
 
 
-def _pathwise(a: torch.Tensor, b: torch.Tensor) -> tuple[list, list]:
-    """max_i and RMS over heads of |a_i - b_i|, per recording time."""
-    e = (a - b).norm(dim=-1)
+def _pathwise(e: torch.Tensor) -> tuple[list, list]:
+    """max_i and RMS over heads of the distances ``e (times, heads)``, per recording time."""
     return e.max(1).values.tolist(), e.pow(2).mean(1).sqrt().tolist()
 
 
@@ -137,7 +136,7 @@ def chaos_errors(run: Run, tags: torch.Tensor, reference_population: torch.Tenso
     """
     if run.heads.shape != tags.shape:
         raise ValueError(f"tags: shape {tuple(tags.shape)} differs from the run's heads {tuple(run.heads.shape)}")
-    e_max, e_rms = _pathwise(run.heads, tags)
+    e_max, e_rms = _pathwise((run.heads - tags).norm(dim=-1))
     R = run.heads.shape[0]
     return {
         "e_max": e_max,
@@ -319,11 +318,12 @@ class ChaosSetup:
         ta, tb = a.characteristics(h0), b.characteristics(h0)
         out = {"risk": run.risk.tolist(), "norm0": float(h0.norm(dim=1).max()),
                "travel": float((run.heads[-1] - h0).norm(dim=-1).pow(2).mean().sqrt())}
-        out["e_max"], out["e_rms"] = _pathwise(run.heads, ta)
-        out["floor_e_max"], out["floor_e_rms"] = _pathwise(tb, ta)
-        out["e_max_first"] = _pathwise(run.heads[:, :FIRST], ta[:, :FIRST])[0]
-        out["e_heads"] = (run.heads - ta).norm(dim=-1).max(0).values.tolist()
-        out["floor_e_max_first"] = _pathwise(tb[:, :FIRST], ta[:, :FIRST])[0]
+        e, floor = (run.heads - ta).norm(dim=-1), (tb - ta).norm(dim=-1)  # (times, heads)
+        out["e_max"], out["e_rms"] = _pathwise(e)
+        out["floor_e_max"], out["floor_e_rms"] = _pathwise(floor)
+        out["e_max_first"] = e[:, :FIRST].max(1).values.tolist()
+        out["floor_e_max_first"] = floor[:, :FIRST].max(1).values.tolist()
+        out["e_heads"] = e.max(0).values.tolist()
         R = range(run.heads.shape[0])
         if self.tests:
             D, C = self.tests
