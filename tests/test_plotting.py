@@ -391,3 +391,34 @@ def test_hemispheres_projects_each_point_onto_its_hemispheres_disc():
     with pytest.raises(ValueError, match="^directions"):
         plotting.hemispheres(ax, c, m, directions=dirs[:, :2])
     plt.close(fig)
+
+
+# ------------------------------------------------- helpers of chapter 01's figures
+def test_max_errorbar_draws_the_best_run_with_a_bar_down_to_the_worst_against_a_plain_loop():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x = np.array([2.0, 4.0, 8.0])
+    s = rng.uniform(1.0, 5.0, size=(3, 4))
+    fig, ax = plt.subplots()
+    bars = plotting.max_errorbar(ax, x, s, marker="o", capsize=2)
+    best = [max(row) for row in s.tolist()]  # oracle: plain loops over the runs
+    worst = [min(row) for row in s.tolist()]
+    assert bars.lines[0].get_ydata().tolist() == best
+    seg = bars.lines[2][0].get_segments()
+    assert [b[1, 1] for b in seg] == pytest.approx(best, rel=1e-15)  # nothing above the best
+    assert [b[0, 1] for b in seg] == pytest.approx(worst, rel=1e-15)
+    with pytest.raises(ValueError, match="^samples"):
+        plotting.max_errorbar(ax, x, s[:2])
+    plt.close(fig)
+
+
+def test_style_handles_label_one_line_per_style_in_order():
+    h = plotting.style_handles({"measured": dict(color="0.4", marker="o", mfc="none", ls="none"),
+                                "closed form": dict(color="k", lw=0.8)})
+    assert [x.get_label() for x in h] == ["measured", "closed form"]
+    assert (h[0].get_marker(), h[0].get_linestyle(), h[0].get_markerfacecolor()) == ("o", "None", "none")
+    assert (h[1].get_color(), h[1].get_linewidth()) == ("k", 0.8)
+    for bad in ({}, {"measured": "o"}, [("measured", {})]):
+        with pytest.raises(ValueError, match="^styles"):
+            plotting.style_handles(bad)

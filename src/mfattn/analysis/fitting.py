@@ -526,3 +526,88 @@ def reference_gap_fit(N, gaps, n_ref: int, *, level: float = 0.95) -> LogLogFit:
     (log_a, p), cov = curve_fit(law, N, mean, p0=p0, sigma=se, absolute_sigma=False, maxfev=20000)
     half = stats.t.ppf(0.5 + level / 2, N.size - 2) * math.sqrt(max(cov[1, 1], 0.0))
     return LogLogFit(p, log_a, p - half, p + half, level, N.size)
+
+
+def z_scores(samples, expected, *, ddof: int = 1) -> np.ndarray:
+    r"""How far the mean of each row of ``samples`` lies from ``expected``, in standard errors:
+    :math:`z_k = (\bar s_k - e_k)/(\hat\sigma_k/\sqrt n)`, with :math:`\hat\sigma_k` the standard
+    deviation of row ``k`` (``ddof`` delta degrees of freedom) and ``n`` its number of samples.
+
+    Parameters
+    ----------
+    samples : array-like of float (K, n)
+        ``n`` samples of each of ``K`` quantities (Monte-Carlo replicates at each of ``K`` settings).
+    expected : float or array-like of float (K,)
+        The exact mean of each row.
+    ddof : int, default 1
+        Delta degrees of freedom of the standard deviation, ``0 <= ddof < n``.
+
+    Returns
+    -------
+    numpy.ndarray of float64 (K,)
+        The signed deviations in standard errors (``abs(...).max()`` is the worst row).
+
+    Raises
+    ------
+    ValueError
+        Naming ``samples`` when it is not two-dimensional with more than ``ddof`` columns, or has a row
+        of equal values (no spread), ``expected`` when it is not one value per row, or ``ddof`` when it is
+        negative or not an integer.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.fitting import z_scores
+    >>> z_scores([[1.0, 3.0], [0.0, 4.0]], [1.0, 1.0]).tolist()   # standard errors 1 and 2
+    [1.0, 0.5]
+    """
+    check_positive(ddof, "ddof", integer=True, allow_zero=True)
+    s = np.asarray(samples, dtype=np.float64)
+    if s.ndim != 2 or s.shape[1] <= ddof:
+        raise ValueError(f"samples: expected a 2-D array (K, n) with n > ddof = {ddof}, got shape {s.shape}")
+    e = np.asarray(expected, dtype=np.float64)
+    if e.ndim == 0:
+        e = np.full(s.shape[0], e)
+    if e.shape != s.shape[:1]:
+        raise ValueError(f"expected: expected a number or one per row ({s.shape[0]}), got shape {e.shape}")
+    se = s.std(1, ddof=ddof) / np.sqrt(s.shape[1])
+    if np.any(se == 0):
+        raise ValueError("samples: a row has no spread, so no standard error")
+    return (s.mean(1) - e) / se
+
+
+def max_relative_deviation(a, b) -> float:
+    """The largest deviation of ``a`` from ``b``, relative to the largest entry of ``b``:
+    ``max |a - b| / max |b|`` (a computed array against its reference, in one number).
+
+    Parameters
+    ----------
+    a : array-like or Tensor
+        The computed values.
+    b : array-like or Tensor
+        The reference, the shape of ``a``, not all zero. Tensors may live on any device.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        Naming ``b`` when its shape differs from ``a``'s or it is all zero.
+
+    Examples
+    --------
+    >>> from mfattn.analysis.fitting import max_relative_deviation
+    >>> max_relative_deviation([1.0, 2.5, -4.0], [1.0, 2.0, -4.0])
+    0.125
+    """
+    def values(x):
+        return np.asarray(x.detach().cpu() if hasattr(x, "detach") else x, dtype=np.float64)
+
+    a, b = values(a), values(b)
+    if a.shape != b.shape:
+        raise ValueError(f"b: shape {b.shape} differs from a's {a.shape}")
+    top = np.abs(b).max(initial=0.0)
+    if not top > 0:
+        raise ValueError("b: expected a reference that is not all zero")
+    return float(np.abs(a - b).max() / top)

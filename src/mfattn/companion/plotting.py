@@ -18,8 +18,8 @@ import numpy as np
 
 __all__ = ["ANIMATION_DPI", "COLUMN_WIDTH", "DPI", "STYLE", "TEXT_KEY", "angle_heatmap", "animation",
            "circle_animation", "colorbar_below", "flow_animation", "hemispheres", "label_125", "legend_entries",
-           "mean_and_range", "mean_errorbar", "panels", "png_metadata", "smallest_text_pt", "spectrum_panel",
-           "ticks_at", "twin_y", "use"]
+           "max_errorbar", "mean_and_range", "mean_errorbar", "panels", "png_metadata", "smallest_text_pt",
+           "spectrum_panel", "style_handles", "ticks_at", "twin_y", "use"]
 
 COLUMN_WIDTH = 6.6  # inches: the book's output area at DPI, less the tight bounding box's margin
 DPI = 100
@@ -1027,3 +1027,82 @@ def hemispheres(ax, centres, masses, *, directions=None, gap: float = 1.1) -> No
             ax.annotate(f"{m_:.2f}", (x_, y_), xytext=(7, 7), textcoords="offset points", fontsize=8)
     ax.set(aspect="equal", xlim=(-2 * gap, 2 * gap), ylim=(-1.45, 1.1))
     ax.axis("off")
+
+
+def max_errorbar(ax, x, samples, **kwargs):
+    """The largest of ``samples`` over its second axis at each ``x`` (the best of several runs), with a bar
+    down to the smallest (the worst run) and none above.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    x : array_like (n_x,)
+        Abscissae.
+    samples : array_like (n_x, n)
+        ``n >= 1`` values at each ``x`` (one per run).
+    **kwargs
+        Passed to ``ax.errorbar`` (``fmt``, ``marker``, ``color``, ``ms``, ``capsize``, ``label``, ...).
+
+    Returns
+    -------
+    matplotlib.container.ErrorbarContainer
+
+    Raises
+    ------
+    ValueError
+        Naming ``samples`` when it is not two-dimensional with one row per ``x`` and at least one column.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from mfattn.companion.plotting import max_errorbar
+    >>> fig, ax = plt.subplots()
+    >>> bars = max_errorbar(ax, [1, 2], [[1.0, 3.0, 2.0], [4.0, 4.0, 0.5]], marker="o")
+    >>> bars.lines[0].get_ydata().tolist(), [s[:, 1].tolist() for s in bars.lines[2][0].get_segments()]
+    ([3.0, 4.0], [[1.0, 3.0], [0.5, 4.0]])
+    >>> plt.close(fig)
+    """
+    x = np.asarray(x)
+    samples = np.asarray(samples, dtype=np.float64)
+    if samples.ndim != 2 or samples.shape[0] != x.shape[0] or samples.shape[1] < 1:
+        raise ValueError(f"samples: expected ({x.shape[0]}, n) with n >= 1, got {samples.shape}")
+    best = samples.max(1)
+    return ax.errorbar(x, best, yerr=np.stack([best - samples.min(1), np.zeros(len(best))]), **kwargs)
+
+
+def style_handles(styles: dict) -> list:
+    """Legend handles that explain line styles rather than curves: one short line per entry, drawn with
+    the entry's style (``"measured"`` as open circles, ``"closed form"`` as a thin black line), for a panel
+    whose curves are told apart by colour elsewhere. Pass them as ``ax.legend(handles=...)``.
+
+    Parameters
+    ----------
+    styles : dict of str to dict
+        Each legend label, in order, with the ``Line2D`` keywords of its style (``color``, ``marker``,
+        ``ls``, ``lw``, ``mfc``, ...).
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+        One handle per entry, labelled.
+
+    Raises
+    ------
+    ValueError
+        Naming ``styles`` when it is not a non-empty dict of label to keyword dict.
+
+    Examples
+    --------
+    >>> from mfattn.companion.plotting import style_handles
+    >>> h = style_handles({"measured": dict(marker="o", ls="none"), "closed form": dict(color="k", lw=0.8)})
+    >>> [x.get_label() for x in h], h[0].get_marker(), h[1].get_linewidth()
+    (['measured', 'closed form'], 'o', 0.8)
+    """
+    from matplotlib.lines import Line2D
+
+    if not (isinstance(styles, dict) and styles and all(isinstance(v, dict) for v in styles.values())):
+        raise ValueError("styles: expected a non-empty dict of legend label to a dict of Line2D keywords")
+    return [Line2D([], [], label=label, **style) for label, style in styles.items()]

@@ -14,7 +14,8 @@ import re
 
 from .verdicts import EVIDENCE, Verdict, fmt, summary  # noqa: F401  (fmt: the numbers the table shows)
 
-__all__ = ["SIGN_PATTERN", "comment_html", "minus_signs", "minus_signs_html", "number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid"]
+__all__ = ["SIGN_PATTERN", "comment_html", "minus_signs", "minus_signs_html", "number_html", "report", "show_config", "value_html", "verdict_anchor", "verdict_table_html", "print_grid",
+           "print_table"]
 
 _PASS_STYLE = "background:#e3f2e6;color:#14532d"
 _FAIL_STYLE = "background:#fde2e1;color:#8b1111"
@@ -490,3 +491,51 @@ def print_grid(rows, cols, entry, *, width: int = 8, corner: str = "setting", la
         for r in rows:
             cells = [entry(r, c) for c in part]
             print(f"{label(r):22s}" + "".join(f"{e:>{width}s}" for e in cells if e is not None))
+
+
+def print_table(corner: str, headers, labels, rows, *, label_fmt: str = "", fmt: str = "11.3e") -> None:
+    """Print a table with one labelled line per row: a head line (``corner``, then ``headers``), then each
+    label and its row's values, every column right-aligned to its widest entry (give ``fmt`` and
+    ``label_fmt`` a width to space the columns).
+
+    Parameters
+    ----------
+    corner : str
+        The head of the label column.
+    headers : sequence of str
+        One head per column.
+    labels : sequence
+        One label per row, formatted with ``label_fmt``.
+    rows : sequence of sequences of float (n_rows, n_columns)
+        The values, formatted with ``fmt``.
+    label_fmt : str, default ""
+        Format spec of the labels (``"14.3e"``, ``"4d"``).
+    fmt : str, default "11.3e"
+        Format spec of the values.
+
+    Raises
+    ------
+    ValueError
+        Naming ``labels`` when they are not one per row, or ``rows`` when a row does not have one value
+        per header.
+
+    Examples
+    --------
+    >>> from mfattn.companion.render import print_table
+    >>> print_table("n", ["x", "x^2"], [1, 10], [[1.0, 1.0], [10.0, 100.0]], label_fmt="3d", fmt="6.1f")
+      n     x   x^2
+      1   1.0   1.0
+     10  10.0 100.0
+    """
+    headers, labels, rows = list(headers), list(labels), [list(r) for r in rows]
+    if len(labels) != len(rows):
+        raise ValueError(f"labels: expected one per row ({len(rows)}), got {len(labels)}")
+    if any(len(r) != len(headers) for r in rows):
+        raise ValueError(f"rows: expected {len(headers)} values in every row, one per header")
+    names = [format(x, label_fmt) for x in labels]
+    cells = [[format(v, fmt) for v in r] for r in rows]
+    lw = max([len(corner)] + [len(n) for n in names])
+    widths = [max([len(h)] + [len(r[j]) for r in cells]) for j, h in enumerate(headers)]
+    print(corner.rjust(lw) + "".join(h.rjust(w) for h, w in zip(headers, widths)))
+    for name, r in zip(names, cells):
+        print(name.rjust(lw) + "".join(c.rjust(w) for c, w in zip(r, widths)))
