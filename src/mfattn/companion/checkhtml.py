@@ -53,6 +53,7 @@ import http.server
 import shutil
 import sys
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -488,20 +489,27 @@ def known(fault: Fault) -> bool:
                for page, kind, start in KNOWN)
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
+    p.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mfattn check-html", description=__doc__.split("\n\n")[0])
-    ap.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
-    ap.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
-    args = ap.parse_args(argv)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(args) -> int:
+    """``python -m mfattn check-html``: every fault of the site at ``args.root``, and a summary by kind;
+    returns the exit status (1 when a fault is not one of :data:`KNOWN`)."""
     root = Path(args.root)
     found = check_site(root, chromium=args.chromium)
     n = len(pages(root))
     faults = [f for f in found if not known(f)]
     for f in found:
         print(f"{f} (known, pending a change of the chapter)" if known(f) else f)
-    by_kind: dict[str, int] = {}
-    for f in faults:
-        by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    by_kind = Counter(f.kind for f in faults)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) or "none"
     pending = len(found) - len(faults)
     print(f"check-html: {n} pages at {VIEWPORT['width']} px, faults: {summary}"
