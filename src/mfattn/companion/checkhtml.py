@@ -102,6 +102,15 @@ async () => {
   // an element's own text, without that of its children (math, code, links are judged on their own)
   const ownText = el => Array.from(el.childNodes).filter(n => n.nodeType === Node.TEXT_NODE)
                                .map(n => n.textContent).join('');
+  // the rounded tops of the lines that the characters [a, b) of the text node n are drawn on, in order
+  const lineTops = (n, a, b) => {
+    const r = document.createRange();
+    r.setStart(n, a);
+    r.setEnd(n, b);
+    return new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+  };
+  // whether an element lies in a <figure> with a non-empty caption
+  const captioned = el => Boolean(el.closest('figure')?.querySelector('figcaption')?.innerText.trim());
   // math
   for (const m of col.querySelectorAll('.math')) {
     if (!m.querySelector('mjx-container')) faults.push(['math', 'unrendered: ' + describe(m)]);
@@ -160,21 +169,14 @@ async () => {
       const re = /\S{2,}/g;
       let m;
       while ((m = re.exec(n.textContent)) && !broken) {
-        const range = document.createRange();
-        range.setStart(n, m.index);
-        range.setEnd(n, m.index + m[0].length);
-        const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
-        if (tops.size < 2) continue;
+        if (lineTops(n, m.index, m.index + m[0].length).size < 2) continue;
         // where the line breaks: after a hyphen that joins two words is ordinary typesetting
         let first = null, at = -1;
         for (let i = 0; i < m[0].length; i++) {
-          const cr = document.createRange();
-          cr.setStart(n, m.index + i);
-          cr.setEnd(n, m.index + i + 1);
-          const r = Array.from(cr.getClientRects()).find(x => x.width > 0);
-          if (!r) continue;
-          if (first === null) first = Math.round(r.top);
-          else if (Math.abs(Math.round(r.top) - first) > 2) { at = i; break; }
+          const [top] = lineTops(n, m.index + i, m.index + i + 1);
+          if (top === undefined) continue;
+          if (first === null) first = top;
+          else if (Math.abs(top - first) > 2) { at = i; break; }
         }
         // a break after a hyphen is typesetting, unless it splits a number: a minus sign ("-2.50") or
         // an exponent ("2.50e-01") or a range of numbers ("540-560")
@@ -216,11 +218,7 @@ async () => {
       if (root.tagName !== 'PRE' && n.parentElement.closest('pre, code')) continue;
       for (const m of n.textContent.matchAll(NUMBER)) {
         if (m[0].length < 3) continue;
-        const r = document.createRange();
-        r.setStart(n, m.index);
-        r.setEnd(n, m.index + m[0].length);
-        const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
-        if (tops.size > 1) return m[0];
+        if (lineTops(n, m.index, m.index + m[0].length).size > 1) return m[0];
       }
     }
     return null;
@@ -238,10 +236,8 @@ async () => {
     if (!alt || alt === src || alt === file || /\.(png|jpe?g|svg|gif)$/i.test(alt)) {
       faults.push(['alt', `image without alt text: ${src} (alt "${alt}")`]);
     }
-    if (img.closest('.cell_output, .output')) {
-      const fig = img.closest('figure');
-      const cap = fig && fig.querySelector('figcaption');
-      if (!cap || !cap.innerText.trim()) faults.push(['caption', 'output figure without a caption: ' + src]);
+    if (img.closest('.cell_output, .output') && !captioned(img)) {
+      faults.push(['caption', 'output figure without a caption: ' + src]);
     }
   }
   // width: the outermost element that leaves the column, or that its own scroll box cuts
@@ -275,9 +271,7 @@ async () => {
     const play = div.querySelector('button[title="Play"]');
     const name = `animation ${k + 1} of the page`;
     if (!img || !slider || !play) { faults.push(['animation', `${name}: no picture, slider or play button`]); continue; }
-    const fig = div.closest('figure');
-    const cap = fig && fig.querySelector('figcaption');
-    if (!cap || !cap.innerText.trim()) faults.push(['caption', `${name} without a caption`]);
+    if (!captioned(div)) faults.push(['caption', `${name} without a caption`]);
     const v0 = Number(slider.value), src0 = img.getAttribute('src');
     play.click();
     await new Promise(r => setTimeout(r, 1500));
