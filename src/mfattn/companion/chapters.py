@@ -717,9 +717,6 @@ def title(path) -> str:
     >>> title(root / "notebooks" / "05-stability.md").startswith("Stability of Dirac")
     True
     """
-    for cell in chapter_cells(path):
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return Path(path).stem
+    headings = (line[2:].strip() for cell in chapter_cells(path) if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("# "))
+    return next(headings, Path(path).stem)
