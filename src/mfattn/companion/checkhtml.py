@@ -397,17 +397,11 @@ def pages(root: Path) -> list[Path]:
 def _on_console(found, aborted):
     def handler(msg):
         url = (msg.location or {}).get("url", "")
-        if msg.type == "error" and url in aborted and (msg.text or "").startswith("Failed to load resource"):
-            return  # the browser's echo of a request this checker blocked (reported as "request")
-        if msg.type == "error":
-            text = (msg.text or "").strip().splitlines()
-            found.append(("console", (text[0] if text else "(empty console error)")[:200]))
-    return handler
-
-
-def _on_pageerror(found):
-    def handler(exc):
-        found.append(("console", f"uncaught: {exc}"[:200]))
+        # not an error, or the browser's echo of a request this checker blocked (reported as "request")
+        if msg.type != "error" or url in aborted and (msg.text or "").startswith("Failed to load resource"):
+            return
+        text = (msg.text or "").strip().splitlines()
+        found.append(("console", (text[0] if text else "(empty console error)")[:200]))
     return handler
 
 
@@ -451,7 +445,7 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
 
                 aborted: set[str] = set()
                 page.on("console", _on_console(found, aborted))
-                page.on("pageerror", _on_pageerror(found))
+                page.on("pageerror", lambda exc: found.append(("console", f"uncaught: {exc}"[:200])))
                 page.route("**/*", _on_route(found, aborted))
                 page.goto(base + rel, wait_until="load")
                 page.wait_for_timeout(settle_ms)
