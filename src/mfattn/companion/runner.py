@@ -73,9 +73,7 @@ def code_version(src) -> str:
     """
     h = hashlib.sha1()
     pkg = Path(__file__).resolve().parents[1]  # the whole package, every layer
-    for f in sorted(pkg.rglob("*.py")):
-        if f.name in _TOOLING:
-            continue
+    for f in sorted(f for f in pkg.rglob("*.py") if f.name not in _TOOLING):
         h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
     h.update(code_cells(Path(src)).encode())
     return h.hexdigest()
@@ -651,21 +649,18 @@ def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, 
 def _parameters(plan: _Plan, values: dict) -> dict:
     """The values papermill injects: the user's, with the cache folder made and named (or none: an
     ``--inplace`` or ``--no-cache`` run has no cache folder)."""
-    params = dict(values)
-    if plan.cache_folder is not None:
-        folder = plan.cache_folder
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "config.json").write_text(json.dumps(dict(plan.config, device=plan.device, cache_dir=None),
-                                                           indent=1))
-        except OSError as e:
-            where = "-p cache_dir" if plan.config.get("cache_dir") else "runs/"
-            raise UserError(f"{folder.parent}: cannot keep finished work there ({e.strerror or e}); name a writable "
-                            f"folder with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
-        params["cache_dir"] = str(folder.resolve())
-    else:
-        params.pop("cache_dir", None)
-    return params
+    folder = plan.cache_folder
+    if folder is None:
+        return {k: v for k, v in values.items() if k != "cache_dir"}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        config = dict(plan.config, device=plan.device, cache_dir=None)
+        (folder / "config.json").write_text(json.dumps(config, indent=1))
+    except OSError as e:
+        where = "-p cache_dir" if plan.config.get("cache_dir") else "runs/"
+        raise UserError(f"{folder.parent}: cannot keep finished work there ({e.strerror or e}); name a writable "
+                        f"folder with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
+    return dict(values, cache_dir=str(folder.resolve()))
 
 
 def _announce(src: Path, plan: _Plan, params: dict, *, quiet: bool) -> None:
