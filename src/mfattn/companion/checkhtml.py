@@ -276,8 +276,7 @@ async () => {
     play.click();
     await new Promise(r => setTimeout(r, 1500));
     const v1 = Number(slider.value), src1 = img.getAttribute('src');
-    const pause = div.querySelector('button[title="Pause"]');
-    if (pause) pause.click();
+    div.querySelector('button[title="Pause"]')?.click();
     if (!(v1 > v0) || src1 === src0) {
       faults.push(['animation', `${name}: the frames did not advance after play (frame ${v0} to ${v1}` +
                                  (src1 === src0 ? ', the same picture)' : ')')]);
