@@ -634,15 +634,12 @@ def wait_table(res: dict) -> str:
              "|---|---:|---:|---:|---:|"]
     lines += [f"| {label[k]} | " + " | ".join(_fmt_s(at[(k, b)][f]) for b in (False, True) for f in ("grad_s", "autograd_s"))
               + " |" for k in label]
-
-    def ratio(a, b, f):
-        return at[a][f] / at[b][f]
     lines += ["", "| ratio | grad | autograd |", "|---|---:|---:|"]
     for text, a, b in (("idle: the chosen spin over the runtime's default (at most 1.10)", ("spin", False), ("default", False)),
                        ("busy at start: PASSIVE beside a busy core over the spin alone (at most 2.5)", ("passive", True),
                         ("spin", False)),
                        ("busy later: the spin beside a busy core over the spin alone", ("spin", True), ("spin", False))):
-        lines.append(f"| {text} | {ratio(a, b, 'grad_s'):.2f} | {ratio(a, b, 'autograd_s'):.2f} |")
+        lines.append(f"| {text} | " + " | ".join(f"{at[a][f] / at[b][f]:.2f}" for f in ("grad_s", "autograd_s")) + " |")
     return "\n".join(lines) + "\n"
 
 

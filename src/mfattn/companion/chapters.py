@@ -684,15 +684,11 @@ def growth(values: dict, base: dict, *, shrink: bool = False) -> tuple[float, st
                    if isinstance(x, (int, float)) and not isinstance(x, bool)]
         return max(numbers, default=None)
 
-    best = (1.0, "", 0.0, 0.0)
-    for name, b in base.items():
-        a, b = big(values.get(name)), big(b)
-        if a is None or b is None or a <= 0 or b <= 0:
-            continue
-        r = max(a / b, b / a) if shrink else a / b
-        if r > best[0]:
-            best = (r, name, a, b)
-    return best
+    sizes = [(name, big(values.get(name)), big(b)) for name, b in base.items()]
+    ratios = [(max(a / b, b / a) if shrink else a / b, name, a, b) for name, a, b in sizes
+              if a is not None and b is not None and a > 0 and b > 0]
+    # the first of the largest ratios above 1
+    return max((r for r in ratios if r[0] > 1.0), key=lambda r: r[0], default=(1.0, "", 0.0, 0.0))
 
 
 def title(path) -> str:
@@ -717,9 +713,6 @@ def title(path) -> str:
     >>> title(root / "notebooks" / "05-stability.md").startswith("Stability of Dirac")
     True
     """
-    for cell in chapter_cells(path):
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return Path(path).stem
+    headings = (line[2:].strip() for cell in chapter_cells(path) if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("# "))
+    return next(headings, Path(path).stem)

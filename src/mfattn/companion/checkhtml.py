@@ -53,6 +53,7 @@ import http.server
 import shutil
 import sys
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -101,6 +102,15 @@ async () => {
   // an element's own text, without that of its children (math, code, links are judged on their own)
   const ownText = el => Array.from(el.childNodes).filter(n => n.nodeType === Node.TEXT_NODE)
                                .map(n => n.textContent).join('');
+  // the rounded tops of the lines that the characters [a, b) of the text node n are drawn on, in order
+  const lineTops = (n, a, b) => {
+    const r = document.createRange();
+    r.setStart(n, a);
+    r.setEnd(n, b);
+    return new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+  };
+  // whether an element lies in a <figure> with a non-empty caption
+  const captioned = el => Boolean(el.closest('figure')?.querySelector('figcaption')?.innerText.trim());
   // math
   for (const m of col.querySelectorAll('.math')) {
     if (!m.querySelector('mjx-container')) faults.push(['math', 'unrendered: ' + describe(m)]);
@@ -159,21 +169,14 @@ async () => {
       const re = /\S{2,}/g;
       let m;
       while ((m = re.exec(n.textContent)) && !broken) {
-        const range = document.createRange();
-        range.setStart(n, m.index);
-        range.setEnd(n, m.index + m[0].length);
-        const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
-        if (tops.size < 2) continue;
+        if (lineTops(n, m.index, m.index + m[0].length).size < 2) continue;
         // where the line breaks: after a hyphen that joins two words is ordinary typesetting
         let first = null, at = -1;
         for (let i = 0; i < m[0].length; i++) {
-          const cr = document.createRange();
-          cr.setStart(n, m.index + i);
-          cr.setEnd(n, m.index + i + 1);
-          const r = Array.from(cr.getClientRects()).find(x => x.width > 0);
-          if (!r) continue;
-          if (first === null) first = Math.round(r.top);
-          else if (Math.abs(Math.round(r.top) - first) > 2) { at = i; break; }
+          const [top] = lineTops(n, m.index + i, m.index + i + 1);
+          if (top === undefined) continue;
+          if (first === null) first = top;
+          else if (Math.abs(top - first) > 2) { at = i; break; }
         }
         // a break after a hyphen is typesetting, unless it splits a number: a minus sign ("-2.50") or
         // an exponent ("2.50e-01") or a range of numbers ("540-560")
@@ -215,11 +218,7 @@ async () => {
       if (root.tagName !== 'PRE' && n.parentElement.closest('pre, code')) continue;
       for (const m of n.textContent.matchAll(NUMBER)) {
         if (m[0].length < 3) continue;
-        const r = document.createRange();
-        r.setStart(n, m.index);
-        r.setEnd(n, m.index + m[0].length);
-        const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
-        if (tops.size > 1) return m[0];
+        if (lineTops(n, m.index, m.index + m[0].length).size > 1) return m[0];
       }
     }
     return null;
@@ -237,10 +236,8 @@ async () => {
     if (!alt || alt === src || alt === file || /\.(png|jpe?g|svg|gif)$/i.test(alt)) {
       faults.push(['alt', `image without alt text: ${src} (alt "${alt}")`]);
     }
-    if (img.closest('.cell_output, .output')) {
-      const fig = img.closest('figure');
-      const cap = fig && fig.querySelector('figcaption');
-      if (!cap || !cap.innerText.trim()) faults.push(['caption', 'output figure without a caption: ' + src]);
+    if (img.closest('.cell_output, .output') && !captioned(img)) {
+      faults.push(['caption', 'output figure without a caption: ' + src]);
     }
   }
   // width: the outermost element that leaves the column, or that its own scroll box cuts
@@ -274,15 +271,12 @@ async () => {
     const play = div.querySelector('button[title="Play"]');
     const name = `animation ${k + 1} of the page`;
     if (!img || !slider || !play) { faults.push(['animation', `${name}: no picture, slider or play button`]); continue; }
-    const fig = div.closest('figure');
-    const cap = fig && fig.querySelector('figcaption');
-    if (!cap || !cap.innerText.trim()) faults.push(['caption', `${name} without a caption`]);
+    if (!captioned(div)) faults.push(['caption', `${name} without a caption`]);
     const v0 = Number(slider.value), src0 = img.getAttribute('src');
     play.click();
     await new Promise(r => setTimeout(r, 1500));
     const v1 = Number(slider.value), src1 = img.getAttribute('src');
-    const pause = div.querySelector('button[title="Pause"]');
-    if (pause) pause.click();
+    div.querySelector('button[title="Pause"]')?.click();
     if (!(v1 > v0) || src1 === src0) {
       faults.push(['animation', `${name}: the frames did not advance after play (frame ${v0} to ${v1}` +
                                  (src1 === src0 ? ', the same picture)' : ')')]);
@@ -402,17 +396,11 @@ def pages(root: Path) -> list[Path]:
 def _on_console(found, aborted):
     def handler(msg):
         url = (msg.location or {}).get("url", "")
-        if msg.type == "error" and url in aborted and (msg.text or "").startswith("Failed to load resource"):
-            return  # the browser's echo of a request this checker blocked (reported as "request")
-        if msg.type == "error":
-            text = (msg.text or "").strip().splitlines()
-            found.append(("console", (text[0] if text else "(empty console error)")[:200]))
-    return handler
-
-
-def _on_pageerror(found):
-    def handler(exc):
-        found.append(("console", f"uncaught: {exc}"[:200]))
+        # not an error, or the browser's echo of a request this checker blocked (reported as "request")
+        if msg.type != "error" or url in aborted and (msg.text or "").startswith("Failed to load resource"):
+            return
+        text = (msg.text or "").strip().splitlines()
+        found.append(("console", (text[0] if text else "(empty console error)")[:200]))
     return handler
 
 
@@ -456,7 +444,7 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
 
                 aborted: set[str] = set()
                 page.on("console", _on_console(found, aborted))
-                page.on("pageerror", _on_pageerror(found))
+                page.on("pageerror", lambda exc: found.append(("console", f"uncaught: {exc}"[:200])))
                 page.route("**/*", _on_route(found, aborted))
                 page.goto(base + rel, wait_until="load")
                 page.wait_for_timeout(settle_ms)
@@ -488,20 +476,27 @@ def known(fault: Fault) -> bool:
                for page, kind, start in KNOWN)
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
+    p.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mfattn check-html", description=__doc__.split("\n\n")[0])
-    ap.add_argument("root", nargs="?", default="_build/html", help="the built site (default _build/html)")
-    ap.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
-    args = ap.parse_args(argv)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(args) -> int:
+    """``python -m mfattn check-html``: every fault of the site at ``args.root``, and a summary by kind;
+    returns the exit status (1 when a fault is not one of :data:`KNOWN`)."""
     root = Path(args.root)
     found = check_site(root, chromium=args.chromium)
     n = len(pages(root))
     faults = [f for f in found if not known(f)]
     for f in found:
         print(f"{f} (known, pending a change of the chapter)" if known(f) else f)
-    by_kind: dict[str, int] = {}
-    for f in faults:
-        by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    by_kind = Counter(f.kind for f in faults)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) or "none"
     pending = len(found) - len(faults)
     print(f"check-html: {n} pages at {VIEWPORT['width']} px, faults: {summary}"

@@ -147,17 +147,13 @@ def _main(argv=None) -> int:
     p["new"].add_argument("--title", default=None, help="the chapter's title")
     p["params"].add_argument("chapter", help="chapter name or prefix, e.g. 05")
     replicate.add_arguments(p["replicate"])
-    # bench and shard load torch for their options: only when one of them is the command, so that the
-    # other commands, their help and their usage errors start without it
+    # bench, shard and check-html load torch or numpy for their options: only when one of them is the
+    # command, so that the other commands, their help and their usage errors start without them
     command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
-    if command in ("bench", "shard"):
+    if command in _MODULES:
         import importlib
 
-        importlib.import_module(f".{command}", __package__).add_arguments(p[command])
-    p["check-html"].add_argument("root", nargs="?", default="_build/html",
-                                 help="the built site (default _build/html)")
-    p["check-html"].add_argument("--chromium", default=None,
-                                 help="the Chromium executable (default /usr/bin/chromium)")
+        importlib.import_module(f".{_MODULES[command]}", __package__).add_arguments(p[command])
     args = parser.parse_args(argv)
     return COMMANDS[args.command][0](args)
 
@@ -253,30 +249,19 @@ def _cmd_params(args) -> int:
     return 0
 
 
-def _cmd_replicate(args) -> int:
-    from . import replicate
-
-    return replicate.main(args)
+#: The subcommands whose options their own module adds (``add_arguments``), only when one is the command.
+_MODULES = {"bench": "bench", "shard": "shard", "check-html": "checkhtml"}
 
 
-def _cmd_bench(args) -> int:
-    from . import bench
+def _delegate(module: str, function: str, *, status: bool):
+    """A subcommand that ``module.function(args)`` carries out, imported when it runs; the exit status is
+    what the function returns (``status``), else 0."""
+    def command(args) -> int:
+        import importlib
 
-    bench.main(args)
-    return 0
-
-
-def _cmd_shard(args) -> int:
-    from . import shard
-
-    shard.run(args)
-    return 0
-
-
-def _cmd_check_html(args) -> int:
-    from . import checkhtml
-
-    return checkhtml.main([args.root] + (["--chromium", args.chromium] if args.chromium else []))
+        result = getattr(importlib.import_module(f".{module}", __package__), function)(args)
+        return result if status else 0
+    return command
 
 
 #: Each subcommand, in the order ``--help`` lists them: its function (``args -> exit status``) and its help.
@@ -293,12 +278,14 @@ COMMANDS = {
     "new": (_cmd_new, "create notebooks/NN-NAME.md from the chapter template (run NN --inplace lists it in "
             "_toc.yml)"),
     "params": (_cmd_params, "a chapter's parameters: default per profile and meaning"),
-    "replicate": (_cmd_replicate, "re-run a chapter under other seeds and write its replication record "
-                  "(replications/CHAPTER.json): each verdict's pass rate and spread"),
-    "bench": (_cmd_bench, "time and memory of the engine against a per-head loop and a naive batch"),
-    "shard": (_cmd_shard, "SGD or the reference flow with heads sharded over torchrun processes"),
-    "check-html": (_cmd_check_html, "open every page of the built book in headless Chromium and report "
-                   "faults (mfattn.companion.checkhtml)"),
+    "replicate": (_delegate("replicate", "main", status=True), "re-run a chapter under other seeds and write "
+                  "its replication record (replications/CHAPTER.json): each verdict's pass rate and spread"),
+    "bench": (_delegate("bench", "main", status=False),
+              "time and memory of the engine against a per-head loop and a naive batch"),
+    "shard": (_delegate("shard", "run", status=False),
+              "SGD or the reference flow with heads sharded over torchrun processes"),
+    "check-html": (_delegate("checkhtml", "run", status=True), "open every page of the built book in headless "
+                   "Chromium and report faults (mfattn.companion.checkhtml)"),
 }
 
 

@@ -651,12 +651,8 @@ def legend_entries(*axes) -> tuple[list, list]:
 
     if not axes or not all(isinstance(a, Axes) for a in axes):
         raise ValueError("axes: expected one or more matplotlib axes")
-    handles, labels = [], []
-    for a in axes:
-        h, lab = a.get_legend_handles_labels()
-        handles += h
-        labels += lab
-    return handles, labels
+    pairs = [a.get_legend_handles_labels() for a in axes]
+    return [h for hs, _ in pairs for h in hs], [lab for _, labs in pairs for lab in labs]
 
 
 def mean_errorbar(ax, x, samples, *, positive: bool = False, ddof: int = 0, **kwargs):

@@ -73,9 +73,7 @@ def code_version(src) -> str:
     """
     h = hashlib.sha1()
     pkg = Path(__file__).resolve().parents[1]  # the whole package, every layer
-    for f in sorted(pkg.rglob("*.py")):
-        if f.name in _TOOLING:
-            continue
+    for f in sorted(f for f in pkg.rglob("*.py") if f.name not in _TOOLING):
         h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
     h.update(code_cells(Path(src)).encode())
     return h.hexdigest()
@@ -378,8 +376,6 @@ def _exact_translator():
     """Make papermill write every checked value as the Python literal it is. Its own translator knows
     JSON's types only and writes anything else (a tuple, ``inf``) as a string, so ``-p N_grid "(8, 16)"``
     passed the check as a tuple and reached the chapter as the text ``"(8, 16)"``."""
-    import math
-
     from papermill.translators import PythonTranslator, papermill_translators
 
     class Exact(PythonTranslator):
@@ -577,16 +573,13 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     >>> run_chapter(root, root / "notebooks" / "05-stability.md", {"n_data": 32})  # doctest: +SKIP
     """
     plan = _plan(root, src, values, out=out, inplace=inplace, timeout=timeout, cache=cache, yes=yes)
-    params = _parameters(plan, values, inplace=inplace, cache=cache)
+    params = _parameters(plan, values)
     _announce(src, plan, params, quiet=quiet)
-    target = plan.target
-    if inplace:
-        # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
-        target = plan.out_dir / f".{src.stem}.partial.ipynb"
+    # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
+    target = plan.out_dir / f".{src.stem}.partial.ipynb" if inplace else plan.target
     code = code_state(src) if inplace else None  # the code the kernel loads, before the run
     seconds = _execute(src, plan, params, target, quiet=quiet, timeout=timeout)
-    if plan.cache_folder is not None:
-        _keep_seconds(plan.cache_folder, "finished.json", seconds)
+    _keep_seconds(plan.cache_folder, "finished.json", seconds)  # (none kept without a cache folder)
     if inplace:
         _replace_committed(root, src, plan, target, seconds, code)
         target = plan.target
@@ -653,23 +646,21 @@ def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, 
     return _Plan(config, device, committed, est, line, cache_folder, done, out_dir, target)
 
 
-def _parameters(plan: _Plan, values: dict, *, inplace: bool, cache: bool) -> dict:
-    """The values papermill injects: the user's, with the cache folder made and named (or none)."""
-    params = dict(values)
-    if plan.cache_folder is not None:
-        folder = plan.cache_folder
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "config.json").write_text(json.dumps(dict(plan.config, device=plan.device, cache_dir=None),
-                                                           indent=1))
-        except OSError as e:
-            where = "-p cache_dir" if plan.config.get("cache_dir") else "runs/"
-            raise UserError(f"{folder.parent}: cannot keep finished work there ({e.strerror or e}); name a writable "
-                            f"folder with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
-        params["cache_dir"] = str(folder.resolve())
-    elif inplace or not cache:
-        params.pop("cache_dir", None)
-    return params
+def _parameters(plan: _Plan, values: dict) -> dict:
+    """The values papermill injects: the user's, with the cache folder made and named (or none: an
+    ``--inplace`` or ``--no-cache`` run has no cache folder)."""
+    folder = plan.cache_folder
+    if folder is None:
+        return {k: v for k, v in values.items() if k != "cache_dir"}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        config = dict(plan.config, device=plan.device, cache_dir=None)
+        (folder / "config.json").write_text(json.dumps(config, indent=1))
+    except OSError as e:
+        where = "-p cache_dir" if plan.config.get("cache_dir") else "runs/"
+        raise UserError(f"{folder.parent}: cannot keep finished work there ({e.strerror or e}); name a writable "
+                        f"folder with -p cache_dir DIR, or run with --no-cache (was: {where})") from None
+    return dict(values, cache_dir=str(folder.resolve()))
 
 
 def _announce(src: Path, plan: _Plan, params: dict, *, quiet: bool) -> None:
