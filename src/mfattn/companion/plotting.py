@@ -699,12 +699,9 @@ def mean_errorbar(ax, x, samples, *, positive: bool = False, ddof: int = 0, **kw
     [[1.0, 2.0], [3.0, 2.0]]
     >>> plt.close(fig)
     """
-    x = np.asarray(x)
-    samples = np.asarray(samples, dtype=np.float64)
     if not (isinstance(ddof, int) and ddof >= 0):
         raise ValueError(f"ddof: expected a non-negative integer, got {ddof!r}")
-    if samples.ndim != 2 or samples.shape[0] != x.shape[0] or samples.shape[1] <= ddof:
-        raise ValueError(f"samples: expected ({x.shape[0]}, n) with n > ddof = {ddof}, got {samples.shape}")
+    x, samples = _rows_per_x(x, samples, ddof, f"n > ddof = {ddof}")
     mean, se = samples.mean(1), samples.std(1, ddof=ddof) / np.sqrt(samples.shape[1])
     if positive:
         keep = mean > 0
@@ -1061,10 +1058,7 @@ def max_errorbar(ax, x, samples, **kwargs):
     ([3.0, 4.0], [[1.0, 3.0], [0.5, 4.0]])
     >>> plt.close(fig)
     """
-    x = np.asarray(x)
-    samples = np.asarray(samples, dtype=np.float64)
-    if samples.ndim != 2 or samples.shape[0] != x.shape[0] or samples.shape[1] < 1:
-        raise ValueError(f"samples: expected ({x.shape[0]}, n) with n >= 1, got {samples.shape}")
+    x, samples = _rows_per_x(x, samples, 0, "n >= 1")
     best = samples.max(1)
     return ax.errorbar(x, best, yerr=np.stack([best - samples.min(1), np.zeros(len(best))]), **kwargs)
 
@@ -1102,3 +1096,13 @@ def style_handles(styles: dict) -> list:
     if not (isinstance(styles, dict) and styles and all(isinstance(v, dict) for v in styles.values())):
         raise ValueError("styles: expected a non-empty dict of legend label to a dict of Line2D keywords")
     return [Line2D([], [], label=label, **style) for label, style in styles.items()]
+
+
+def _rows_per_x(x, samples, more_than: int, need: str):
+    """``x`` and ``samples`` as arrays (float64 samples), checked to hold one row of more than
+    ``more_than`` samples per ``x``; ``need`` says so in the error naming ``samples``."""
+    x = np.asarray(x)
+    samples = np.asarray(samples, dtype=np.float64)
+    if samples.ndim != 2 or samples.shape[0] != x.shape[0] or samples.shape[1] <= more_than:
+        raise ValueError(f"samples: expected ({x.shape[0]}, n) with {need}, got {samples.shape}")
+    return x, samples
