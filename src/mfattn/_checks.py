@@ -45,6 +45,19 @@ def check_tensor(
     return x
 
 
+def untraced(tensors, device_type: str) -> bool:
+    """Whether every tensor is a float32/float64 tensor on a ``device_type`` device that no autograd,
+    ``torch.func`` transform or forward-mode dual level is tracing: what the fused kernels take
+    (:func:`mfattn.models.fused.plain` on ``"cpu"``, :func:`mfattn.models.fused_cuda.plain` on ``"cuda"``)."""
+    from torch.autograd import forward_ad
+
+    for t in tensors:
+        if (t.requires_grad or t.device.type != device_type or t.dtype not in FLOAT_DTYPES
+                or torch._C._functorch.is_functorch_wrapped_tensor(t) or forward_ad.unpack_dual(t).tangent is not None):
+            return False
+    return True
+
+
 def check_dim(x: torch.Tensor, name: str, axis: int, size: int, what: str) -> None:
     if x.shape[axis] != size:
         raise ValueError(

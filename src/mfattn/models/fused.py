@@ -43,6 +43,8 @@ import time
 import numpy as np
 import torch
 
+from .._checks import untraced
+
 __all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
            "compile_seconds"]
 
@@ -495,13 +497,7 @@ def plain(*tensors) -> bool:
     >>> fused.plain(x), fused.plain(x.requires_grad_()), fused.plain(x.detach().to(torch.float16))
     (True, False, False)
     """
-    from torch.autograd import forward_ad
-
-    for t in tensors:
-        if (t.requires_grad or t.device.type != "cpu" or t.dtype not in (torch.float32, torch.float64)
-                or torch._C._functorch.is_functorch_wrapped_tensor(t) or forward_ad.unpack_dual(t).tangent is not None):
-            return False
-    return True
+    return untraced(tensors, "cpu")
 
 
 def set_threads():

@@ -42,7 +42,7 @@ import os
 
 import torch
 
-from .._checks import check_dim, check_tensor
+from .._checks import check_dim, check_tensor, untraced
 
 __all__ = ["BLOCK", "PROGRAMS", "PARTIAL_CAP", "available", "interpreted", "plain", "head_sum", "head_pass"]
 
@@ -119,13 +119,7 @@ def plain(*tensors) -> bool:
     >>> fused_cuda.plain(torch.zeros(2, dtype=torch.float64))  # a CPU tensor
     False
     """
-    from torch.autograd import forward_ad
-
-    for t in tensors:
-        if (t.requires_grad or t.device.type != "cuda" or t.dtype not in (torch.float32, torch.float64)
-                or torch._C._functorch.is_functorch_wrapped_tensor(t) or forward_ad.unpack_dual(t).tangent is not None):
-            return False
-    return True
+    return untraced(tensors, "cuda")
 
 
 if triton is not None:
