@@ -139,14 +139,26 @@ if numba is not None:
         return (p if keep else zero), kf
 
     @njit(inline="always", cache=True, error_model="numpy")
+    def _exp_bits(H, P):  # pragma: no cover - compiled
+        # the integer scratch pw of _softmax_row and _token_block: the exponent's bias and position, then H lanes
+        pw = np.empty(H + 2, P.dtype)
+        pw[0], pw[1] = P[0], P[1]
+        return pw
+
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _exp_scratch(pw, like):  # pragma: no cover - compiled
+        # the parts of the integer scratch pw (see _exp_bits): the exponent's bias and position, the lanes
+        # whose exponent bits hold 2^-k, and the same lanes seen as numbers of like's dtype
+        bits = pw[2:]
+        return pw[0], pw[1], bits, bits.view(like.dtype)
+
+    @njit(inline="always", cache=True, error_model="numpy")
     def _softmax_row(Q, K, l, scale, s, mx, den, C, pw):  # pragma: no cover - compiled
         # s[j] = row l of the causal row softmax (6) of scale Q K^T, j <= l (stable: max subtracted),
         # its exponentials by exp_parts, 2^-k in the exponent bits of pw (an integer view of the
         # same memory as `two`).
         d_k, H = Q.shape[1], Q.shape[2]
-        bias, shift = pw[0], pw[1]  # the exponent's bias and position, set by the caller
-        bits = pw[2:]
-        two = bits.view(s.dtype)
+        bias, shift, bits, two = _exp_scratch(pw, s)  # the exponent's bias and position, set by the caller
         for j in range(l + 1):
             for h in range(H):
                 s[j, h] = 0.0
@@ -173,11 +185,13 @@ if numba is not None:
 
 
     @njit(inline="always", cache=True, error_model="numpy")
-    def _row_output(Wb, blk, l, m, s, V, av, o):  # pragma: no cover - compiled
-        # o[x, h] = row l of the head's output A X W_V W_O, from the softmax row s (j <= l):
-        # av = sum_j s[j] V[j] (d_k, H), then o = av W_O (d_x, H)
+    def _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw):  # pragma: no cover - compiled
+        # o[x, h] = row l of the head's output A X W_V W_O: the softmax row s (j <= l) by _softmax_row,
+        # then av = sum_j s[j] V[j] (d_k, H) and o = av W_O (d_x, H)
         d_k, H = av.shape
         d_x = o.shape[0]
+        m = d_x * d_k
+        _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
         for k in range(d_k):
             for h in range(H):
                 av[k, h] = 0.0
@@ -191,33 +205,32 @@ if numba is not None:
                 for h in range(H):
                     o[x, h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
 
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _head_task(X, Wb, d_k, t, splits, P):  # pragma: no cover - compiled
+        # task t of a head kernel: its block (or group of blocks) of heads, its slice sl of the sequences,
+        # the slice's sequences b0 .. b1 - 1, and its scratch for _project and _row_output
+        # (Q, K, V, s, mx, den, av, pw)
+        B, L, H, dt = X.shape[0], X.shape[1], Wb.shape[2], X.dtype
+        per = (B + splits - 1) // splits
+        sl = t % splits
+        b0 = sl * per
+        return (t // splits, sl, b0, min(B, b0 + per),
+                np.empty((L, d_k, H), dt), np.empty((L, d_k, H), dt), np.empty((L, d_k, H), dt),
+                np.empty((L, H), dt), np.empty(H, dt), np.empty(H, dt), np.empty((d_k, H), dt), _exp_bits(H, P))
+
     @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
     def _sum_kernel(X, Wb, w, scale, d_k, groups, splits, partial, C, P):  # pragma: no cover - compiled
         # partial[g, b, l, x] = sum over heads h of the blocks of group g of w_h (A_h X W_V,h W_O,h)[b, l, x]
         nb, _, H = Wb.shape
         B, L, d_x = X.shape
-        m = d_x * d_k
-        per = (B + splits - 1) // splits
         for t in prange(groups * splits):
-            g = t // splits
-            b0 = (t % splits) * per
-            b1 = min(B, b0 + per)
-            Q = np.empty((L, d_k, H), X.dtype)
-            K = np.empty((L, d_k, H), X.dtype)
-            V = np.empty((L, d_k, H), X.dtype)
-            s = np.empty((L, H), X.dtype)
-            mx = np.empty(H, X.dtype)
-            den = np.empty(H, X.dtype)
-            av = np.empty((d_k, H), X.dtype)
+            g, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, Wb, d_k, t, splits, P)
             o = np.empty((d_x, H), X.dtype)
-            pw = np.empty(H + 2, P.dtype)
-            pw[0], pw[1] = P[0], P[1]
             for blk in range(g, nb, groups):
                 for b in range(b0, b1):
                     _project(X, Wb, blk, b, d_k, Q, K, V)
                     for l in range(L):
-                        _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
-                        _row_output(Wb, blk, l, m, s, V, av, o)
+                        _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
                         for x in range(d_x):
                             acc = w[blk, 0] * o[x, 0]  # typed as the data (a literal 0.0 would be float64)
                             for h in range(1, H):
@@ -231,27 +244,14 @@ if numba is not None:
         nb, D, H = Wb.shape
         B, L, d_x = X.shape
         m = d_x * d_k
-        per = (B + splits - 1) // splits
         for t in prange(nb * splits):
-            blk = t // splits
-            sl = t % splits
-            b0 = sl * per
-            b1 = min(B, b0 + per)
-            Q = np.empty((L, d_k, H), X.dtype)
-            K = np.empty((L, d_k, H), X.dtype)
-            V = np.empty((L, d_k, H), X.dtype)
+            blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, Wb, d_k, t, splits, P)
             dK = np.empty((L, d_k, H), X.dtype)
             dV = np.empty((L, d_k, H), X.dtype)
-            s = np.empty((L, H), X.dtype)
             dA = np.empty((L, H), X.dtype)
-            mx = np.empty(H, X.dtype)
-            den = np.empty(H, X.dtype)
-            av = np.empty((d_k, H), X.dtype)
             dav = np.empty((d_k, H), X.dtype)
             dq = np.empty((d_k, H), X.dtype)
             r = np.empty(H, X.dtype)
-            pw = np.empty(H + 2, P.dtype)
-            pw[0], pw[1] = P[0], P[1]
             gw = out[blk, sl]
             ph = phi[blk, sl]
             for b in range(b0, b1):
@@ -329,30 +329,15 @@ if numba is not None:
         # o = (A_h X W_V,h W_O,h)[b, l] (d_x,) the head's own output: its feature energy before the mean
         nb, _, H = Wb.shape
         B, L, d_x = X.shape
-        m = d_x * d_k
-        per = (B + splits - 1) // splits
         for t in prange(nb * splits):
-            blk = t // splits
-            sl = t % splits
-            b0 = sl * per
-            b1 = min(B, b0 + per)
-            Q = np.empty((L, d_k, H), X.dtype)
-            K = np.empty((L, d_k, H), X.dtype)
-            V = np.empty((L, d_k, H), X.dtype)
-            s = np.empty((L, H), X.dtype)
-            mx = np.empty(H, X.dtype)
-            den = np.empty(H, X.dtype)
-            av = np.empty((d_k, H), X.dtype)
+            blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, Wb, d_k, t, splits, P)
             o = np.empty((d_x, H), X.dtype)
             q = np.empty(H, X.dtype)
-            pw = np.empty(H + 2, P.dtype)
-            pw[0], pw[1] = P[0], P[1]
             e = out[blk, sl]
             for b in range(b0, b1):
                 _project(X, Wb, blk, b, d_k, Q, K, V)
                 for l in range(L):
-                    _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
-                    _row_output(Wb, blk, l, m, s, V, av, o)
+                    _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
                     for x in range(d_x):
                         for h in range(H):
                             q[h] = 0.0
@@ -371,9 +356,7 @@ if numba is not None:
         # sums do not depend on the block, the vector width or the thread count.
         d, n = XT.shape[1], XT.shape[2]
         one = C[2] + C[2]  # 1 in the dtype
-        bias, shift = pw[0], pw[1]
-        bits = pw[2:]
-        two = bits.view(XT.dtype)
+        bias, shift, bits, two = _exp_scratch(pw, XT)
         for k in range(d + 1):
             for h in range(w):
                 acc[k, h] = 0.0
@@ -398,6 +381,18 @@ if numba is not None:
                 for h in range(w):
                     acc[k, h] += g[h] * xk
 
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _token_task(XT, beta, t, nc, H, C, P):  # pragma: no cover - compiled
+        # task t of the token kernels (tokens in nc blocks of H): its system b, its tokens
+        # i0 .. i0 + w - 1, and their sums acc (d + 1, H) by _token_block
+        d, n = XT.shape[1], XT.shape[2]
+        b = t // nc
+        i0 = (t % nc) * H
+        w = min(H, n - i0)
+        acc = np.empty((d + 1, H), XT.dtype)
+        _token_block(XT, b, i0, w, beta[b], np.empty(H, XT.dtype), acc, C, _exp_bits(H, P))
+        return b, i0, w, acc
+
     @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
     def _token_kernel(XT, beta, A, C, P):  # pragma: no cover - compiled
         # A[b, :d, i] = sum_j g_ij x_j and A[b, d, i] = sum_j g_ij of every token of every system
@@ -405,14 +400,7 @@ if numba is not None:
         H = min(n, BLOCK)
         nc = (n + H - 1) // H
         for t in prange(B * nc):
-            b = t // nc
-            i0 = (t % nc) * H
-            w = min(H, n - i0)
-            g = np.empty(H, XT.dtype)
-            acc = np.empty((d + 1, H), XT.dtype)
-            pw = np.empty(H + 2, P.dtype)
-            pw[0], pw[1] = P[0], P[1]
-            _token_block(XT, b, i0, w, beta[b], g, acc, C, pw)
+            b, i0, w, acc = _token_task(XT, beta, t, nc, H, C, P)
             for k in range(d + 1):
                 for h in range(w):
                     A[b, k, i0 + h] = acc[k, h]
@@ -430,16 +418,9 @@ if numba is not None:
         one = half + half
         r2 = one / np.sqrt(one + one)  # 1 / sqrt(2) in the dtype
         for t in prange(B * nc):
-            b = t // nc
-            i0 = (t % nc) * H
-            w = min(H, n - i0)
-            g = np.empty(H, XT.dtype)
-            acc = np.empty((d + 1, H), XT.dtype)
+            b, i0, w, acc = _token_task(XT, beta, t, nc, H, C, P)
             u = np.empty(H, XT.dtype)
             dot = np.empty(H, XT.dtype)
-            pw = np.empty(H + 2, P.dtype)
-            pw[0], pw[1] = P[0], P[1]
-            _token_block(XT, b, i0, w, beta[b], g, acc, C, pw)
             for h in range(w):
                 Z[b, i0 + h] = acc[d, h]
                 den = acc[d, h] if fixed[b] == 0 else fixed[b]
