@@ -336,6 +336,15 @@ def check_ball(ball) -> Ball:
     return ball
 
 
+def _check_search(model, tool: str, ball, generator) -> Ball:
+    """The checks that open the seeded searches over ``K`` of ``tool``, in this order: ``model`` a
+    :class:`HeadModel`, ``ball`` a :class:`Ball` (returned), ``generator`` a ``torch.Generator``."""
+    require_heads(model, tool)
+    ball = check_ball(ball)
+    check_generator(generator)
+    return ball
+
+
 # ------------------------------------------------------------- the inner problem: min_K Phi
 class PhiMinimum(NamedTuple):
     """Result of the multistart minimisation of ``Phi(.; rho)`` over ``K``.
@@ -529,9 +538,7 @@ def minimize_first_variation(
     >>> round(float(ball.norm(mn.omega)), 6)  # on the sphere
     8.0
     """
-    require_heads(model, "minimize_first_variation")
-    ball = check_ball(ball)
-    check_generator(generator)
+    ball = _check_search(model, "minimize_first_variation", ball, generator)
     check_positive(n_starts, "n_starts", integer=True, allow_zero=True)
     check_positive(iters, "iters", integer=True, allow_zero=True)
     check_positive(agree_tol, "agree_tol")
@@ -936,9 +943,7 @@ def mean_field_optimum(
     >>> opt.heads.shape[1], round(float(opt.support_weights.sum()), 12)
     (24, 1.0)
     """
-    require_heads(model, "mean_field_optimum")
-    ball = check_ball(ball)
-    check_generator(generator)
+    ball = _check_search(model, "mean_field_optimum", ball, generator)
     data = model.check_data(data)
     for k, v in dict(n_atoms0=n_atoms0, outer=outer, n_starts=n_starts, iters=iters, maxiter=maxiter).items():
         check_positive(v, k, integer=True)
@@ -1222,9 +1227,7 @@ def finite_head_optimum(
     >>> bool(fo.values[1] < fo.values[0])  # "teacher" beats "random"
     True
     """
-    require_heads(model, "finite_head_optimum")
-    ball = check_ball(ball)
-    check_generator(generator)
+    ball = _check_search(model, "finite_head_optimum", ball, generator)
     data = model.check_data(data)
     check_positive(N, "N", integer=True)
     check_positive(n_random, "n_random", integer=True, allow_zero=True)
