@@ -81,11 +81,11 @@ TEXT_PX = 8
 
 # The in-page half of the checks (pagechecks.js beside this file): a function that returns a list of
 # [kind, message], with the thresholds above written into its placeholders.
-_PAGE_CHECKS = ((Path(__file__).with_name("pagechecks.js").read_text()
-                 .replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
-                 .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY)
-                 .replace("__SIGN__", SIGN_PATTERN)
-                 .replace("__PHONEPX__", str(PHONE_PX))))
+_PAGE_CHECKS = (Path(__file__).with_name("pagechecks.js").read_text()
+                .replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
+                .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY)
+                .replace("__SIGN__", SIGN_PATTERN)
+                .replace("__PHONEPX__", str(PHONE_PX)))
 
 
 @dataclass(frozen=True)
