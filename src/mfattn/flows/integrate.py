@@ -1104,26 +1104,9 @@ def integrate(
     data, heads, weights = check_start(model, data, heads0, weights)
     per_record, n_records = record_grid(T, record_every, step, "step")
     zeta = as_profile(zeta)
-    if batch_size is _DEFAULT:
-        batch_size = stepper.default_batch
-    if batch_size is not None:
-        check_positive(batch_size, "batch_size", integer=True)
-        if stepper.full_batch:
-            raise ValueError(f"batch_size: the {stepper.name!r} stepper uses the whole dataset; pass None")
-        check_generator(generator)
-    keep = heads.shape[0] if keep is None else keep
-    check_positive(keep, "keep", integer=True, allow_zero=True)
-    statistics = dict(statistics or {})
-    if not all(callable(f) for f in statistics.values()):
-        raise ValueError("statistics: expected a dict of callables particles -> float")
-    if keep_stages and batch_size is not None:
-        raise ValueError("keep_stages: needs the whole dataset at every step (batch_size=None)")
     n_steps = per_record * n_records
-    keep_at = list(keep_at)
-    if not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= n_steps for k in keep_at):
-        raise ValueError(f"keep_at: expected step indices from 0 to T / step = {n_steps}, got {keep_at!r}")
-    keep_at = set(keep_at)
-    check_positive(checkpoint_every, "checkpoint_every", integer=True)
+    batch_size, keep, statistics, keep_at = _check_options(stepper, heads.shape[0], n_steps, batch_size, generator,
+                                                           keep, statistics, keep_stages, keep_at, checkpoint_every)
     X, Y = data.X, data.Y
     full = batch_size is None
     reuse = full and dissipation  # the step's first pass is the recording's: one pass saved
@@ -1140,10 +1123,8 @@ def integrate(
     state = stepper.init_state(heads)
     k = 0
     path = None if checkpoint is None else Path(checkpoint)
-    if path is not None and path.exists():
-        saved = torch.load(path, map_location=heads.device, weights_only=False)
-        if not isinstance(saved, dict) or saved.get("signature") != signature:
-            raise ValueError(f"checkpoint: {path} belongs to a different run (delete it to start afresh)")
+    saved = _saved(path, signature, heads.device)
+    if saved is not None:
         if saved["kind"] == "run":
             run = Run(**saved["run"])
             run.model, run.X = model, X
@@ -1218,3 +1199,41 @@ def integrate(
     if path is not None:
         _atomic_save(dict(kind="run", signature=signature, run=run._payload()), path)
     return run
+
+
+def _check_options(stepper, n_heads, n_steps, batch_size, generator, keep, statistics, keep_stages, keep_at,
+                   checkpoint_every):
+    """:func:`integrate`'s checks of its options, in this order, with their defaults made concrete: returns
+    ``batch_size`` (the stepper's default for ``_DEFAULT``), ``keep`` (all heads for None), ``statistics`` (a
+    dict) and ``keep_at`` (a set of step indices)."""
+    if batch_size is _DEFAULT:
+        batch_size = stepper.default_batch
+    if batch_size is not None:
+        check_positive(batch_size, "batch_size", integer=True)
+        if stepper.full_batch:
+            raise ValueError(f"batch_size: the {stepper.name!r} stepper uses the whole dataset; pass None")
+        check_generator(generator)
+    keep = n_heads if keep is None else keep
+    check_positive(keep, "keep", integer=True, allow_zero=True)
+    statistics = dict(statistics or {})
+    if not all(callable(f) for f in statistics.values()):
+        raise ValueError("statistics: expected a dict of callables particles -> float")
+    if keep_stages and batch_size is not None:
+        raise ValueError("keep_stages: needs the whole dataset at every step (batch_size=None)")
+    keep_at = list(keep_at)
+    if not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= n_steps for k in keep_at):
+        raise ValueError(f"keep_at: expected step indices from 0 to T / step = {n_steps}, got {keep_at!r}")
+    check_positive(checkpoint_every, "checkpoint_every", integer=True)
+    return batch_size, keep, statistics, set(keep_at)
+
+
+def _saved(path, signature, device):
+    """What :func:`integrate`'s checkpoint file ``path`` holds (a dict: a finished run or the state of an
+    unfinished one), or None when there is no file (or no checkpoint); a file of another run (``signature``)
+    is refused."""
+    if path is None or not path.exists():
+        return None
+    saved = torch.load(path, map_location=device, weights_only=False)
+    if not isinstance(saved, dict) or saved.get("signature") != signature:
+        raise ValueError(f"checkpoint: {path} belongs to a different run (delete it to start afresh)")
+    return saved
