@@ -169,3 +169,91 @@ def test_chapters_import_mfattn_before_torch(md):
     imports = re.findall(r"^(?:import|from) (\w+)", code, re.M)
     # mfattn first: it sets the wait policy before torch (imported directly or through mfattn) loads
     assert imports and imports[0] == "mfattn"
+
+
+def _scripted_load(monkeypatch, busy_per_look, cores=4):
+    """Make mfattn.kernel_threads look at a machine of ``cores`` cores where other processes kept
+    ``busy_per_look[i]`` cores busy between look i and look i+1 (1000 jiffies a core per look, of which
+    this process used 300), on a clock that moves past LOOK_EVERY at each call."""
+    monkeypatch.setattr(mfattn._os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(mfattn, "_look", None)
+    t = [0.0]
+
+    def clock():
+        t[0] += 1.5 * mfattn.LOOK_EVERY
+        return t[0]
+
+    samples = [(0, 0, 0)]
+    for b in busy_per_look:
+        total, idle, own = samples[-1]
+        samples.append((total + 1000 * cores, idle + 1000 * cores - 1000 * b - 300, own + 300))
+    it = iter(samples)
+    monkeypatch.setattr(mfattn, "_clock", clock)
+    monkeypatch.setattr(mfattn, "_load_sample", lambda: next(it))
+
+
+def test_kernel_threads_leave_the_cores_others_keep_busy(monkeypatch):
+    # the first look only records; each later one counts a core from half of it on (BUSY_FROM)
+    busy = [0.0, 0.49, 0.5, 1.6, 3.0, 3.9, 0.2]
+    _scripted_load(monkeypatch, busy, cores=4)
+    assert [mfattn.kernel_threads(3) for _ in range(len(busy) + 1)] == [3, 3, 3, 3, 2, 1, 1, 3]
+    _scripted_load(monkeypatch, [0.5, 1.0], cores=4)
+    assert [mfattn.kernel_threads(4) for _ in range(3)] == [4, 3, 3]
+    _scripted_load(monkeypatch, [1.0], cores=2)
+    assert [mfattn.kernel_threads(2) for _ in range(2)] == [2, 1]
+
+
+def test_kernel_threads_look_at_most_every_interval(monkeypatch):
+    _scripted_load(monkeypatch, [1.0, 1.0])
+    looks = []
+    sample = mfattn._load_sample
+    monkeypatch.setattr(mfattn, "_load_sample", lambda: looks.append(1) or sample())
+    t = [0.0]
+    monkeypatch.setattr(mfattn, "_clock", lambda: t[0])
+    for step in (0.0, 0.03, 0.03, 0.03, 0.02, 0.01):  # looks at 0 and at 0.11 s only
+        t[0] += step
+        mfattn.kernel_threads(4)
+    assert len(looks) == 2 and mfattn.kernel_threads(4) == 3
+
+
+def test_kernel_threads_without_proc_and_bad_counts(monkeypatch):
+    monkeypatch.setattr(mfattn, "_look", None)
+
+    def unreadable():
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(mfattn, "_load_sample", unreadable)
+    monkeypatch.setattr(mfattn._os, "cpu_count", lambda: 8)
+    assert mfattn.kernel_threads(5) == 5 and mfattn.kernel_threads(5) == 5
+    for bad in (0, -1, 2.0, True, "2", None):
+        with pytest.raises(ValueError, match="want"):
+            mfattn.kernel_threads(bad)
+
+
+def test_the_kernels_take_a_thread_fewer_beside_busy_cores():
+    # every core but one burnt by children: the fused kernels go on with one thread (numba's own
+    # report after the calls), where torch keeps its count (its sums depend on it)
+    pytest.importorskip("numba")
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        pytest.skip("one core: nothing to leave")
+    code = ("import mfattn, torch, numba, time\n"
+            "from mfattn.models.tasks import make_task\n"
+            "t = make_task('teacher', n=4, seed=0, L=3, d_x=2, d_k=1, dtype=torch.float64)\n"
+            "h = torch.randn(40, t.model.d_omega, dtype=torch.float64)\n"
+            "for _ in range(4):\n"
+            "    t.model.grad_phi(t.data.X, t.data.Y, h, torch.full((40,), 1 / 40, dtype=torch.float64))\n"
+            "    time.sleep(mfattn.LOOK_EVERY)\n"
+            "print(torch.get_num_threads(), numba.get_num_threads())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    env.update(OMP_NUM_THREADS="2", NUMBA_NUM_THREADS="2")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores - 1)]
+    try:
+        time.sleep(0.5)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "1"]

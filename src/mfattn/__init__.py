@@ -20,6 +20,7 @@ sgd``); :data:`LAYOUT` lists the layers and their modules.
 import importlib as _importlib
 import os as _os
 import sys as _sys
+import time as _time
 
 # How threads wait. torch's OpenMP runtime (libgomp), and the second copy that numba's "omp" threading
 # layer loads (mfattn.models.fused), each read the wait settings once, when they load, and by default
@@ -42,6 +43,24 @@ SPIN = 1000
 BUSY_FROM = 0.5
 
 
+def _load_sample():
+    """Jiffies since boot from ``/proc/stat``: all, idle (with I/O wait), and this process's own (user and
+    system, all its threads)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    with open("/proc/self/stat") as f:
+        own = f.read().rsplit(")", 1)[1].split()
+    return sum(v), v[3] + v[4], int(own[11]) + int(own[12])
+
+
+def _busy_between(a, b):
+    """Cores kept busy by other processes between two :func:`_load_sample` samples; ``None`` if no time passed."""
+    (t0, i0, o0), (t1, i1, o1) = a, b
+    if t1 <= t0:
+        return None
+    return max(0.0, (_os.cpu_count() or 1) * ((t1 - t0) - (i1 - i0) - (o1 - o0)) / (t1 - t0))
+
+
 def busy_elsewhere(window: float = 0.05):
     """Cores kept busy by other processes over ``window`` seconds, from ``/proc/stat`` less this
     process's own time; ``None`` where that cannot be read (not Linux).
@@ -53,26 +72,65 @@ def busy_elsewhere(window: float = 0.05):
     >>> b is None or b >= 0
     True
     """
-    import time
-
-    def sample():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-        with open("/proc/self/stat") as f:
-            own = f.read().rsplit(")", 1)[1].split()
-        return sum(v), v[3] + v[4], int(own[11]) + int(own[12])
-
     if not window > 0:
         raise ValueError(f"window: expected seconds > 0, got {window!r}")
     try:
-        t0, i0, o0 = sample()
-        time.sleep(window)
-        t1, i1, o1 = sample()
+        a = _load_sample()
+        _time.sleep(window)
+        return _busy_between(a, _load_sample())
     except (OSError, ValueError, IndexError):
         return None
-    if t1 <= t0:
-        return None
-    return max(0.0, (_os.cpu_count() or 1) * ((t1 - t0) - (i1 - i0) - (o1 - o0)) / (t1 - t0))
+
+
+#: Seconds between two looks at the machine's load by :func:`kernel_threads`.
+LOOK_EVERY = 0.1
+_clock = _time.monotonic
+_look = None  # (clock, sample, cores busy elsewhere) of the last look; sample None where /proc cannot be read
+
+
+def kernel_threads(want: int) -> int:
+    """Threads for the next call of a fused CPU kernel (:mod:`mfattn.models.fused`): ``want``, less one
+    for each core that other processes kept busy since the previous look (a core counts from
+    :data:`BUSY_FROM` of it on), and at least one. It looks at ``/proc/stat`` at most every
+    :data:`LOOK_EVERY` seconds and otherwise answers as last time, so a call costs a clock read.
+
+    The wait setting is chosen once, at import; a process that becomes busy later (a second notebook,
+    a build) would take the kernels' second thread's core and keep the first waiting at every
+    barrier. With one thread fewer the kernel runs beside it instead. The fused kernels give the same
+    bits on any number of threads (``tests/test_fused.py``), so this decides how fast, never what.
+    torch's own thread count is left as it is: its sums depend on it.
+
+    Parameters
+    ----------
+    want : int
+        The thread count wanted on an idle machine (torch's), at least 1.
+
+    Returns
+    -------
+    int
+        Between 1 and ``want``.
+
+    Examples
+    --------
+    >>> import mfattn
+    >>> 1 <= mfattn.kernel_threads(2) <= 2
+    True
+    """
+    global _look
+    if isinstance(want, bool) or not isinstance(want, int) or want < 1:
+        raise ValueError(f"want: expected a thread count >= 1, got {want!r}")
+    now = _clock()
+    if _look is None or now - _look[0] >= LOOK_EVERY:
+        try:
+            sample = _load_sample()
+        except (OSError, ValueError, IndexError):
+            sample = None
+        busy = 0
+        if _look is not None and _look[1] is not None and sample is not None:
+            others = _busy_between(_look[1], sample)
+            busy = _look[2] if others is None else int(others + 1 - BUSY_FROM)
+        _look = (now, sample, busy)
+    return max(1, min(want, (_os.cpu_count() or 1) - _look[2]))
 
 
 def wait_setting(busy) -> tuple[str, str]:
@@ -148,7 +206,7 @@ LAYOUT_OF = {m: f"{pkg}.{m}" for pkg, mods in LAYOUT.items() for m in mods}
 _TOP = {"Dataset": "models.data", "HeadModel": "models.model", "cross_entropy": "models.softmax",
         "entropy": "models.softmax", "softmax_jacobian": "models.softmax"}
 __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian", "busy_elsewhere", "wait_setting",
-           "shared_machine_env"]
+           "kernel_threads", "shared_machine_env"]
 
 
 def __getattr__(name):

@@ -43,6 +43,7 @@ import time
 import numpy as np
 import torch
 
+from .. import kernel_threads
 from .._checks import untraced
 
 __all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
@@ -482,7 +483,9 @@ def plain(*tensors) -> bool:
 
 
 def set_threads():
-    """Use the torch thread count (OMP_NUM_THREADS, torch.set_num_threads), at most numba's pool.
+    """Use the torch thread count (OMP_NUM_THREADS, torch.set_num_threads), at most numba's pool, less
+    the cores other processes keep busy (:func:`mfattn.kernel_threads`; the kernels' bits do not
+    depend on it).
 
     numba starts its OpenMP pool on first use, and starting it sets the process's OpenMP thread
     count to the pool's size (every core). torch reads its own count from there, so after that
@@ -490,7 +493,7 @@ def set_threads():
     kernels alike. The count torch had is put back.
     """
     want = torch.get_num_threads()
-    numba.set_num_threads(max(1, min(want, numba.config.NUMBA_NUM_THREADS)))
+    numba.set_num_threads(max(1, min(kernel_threads(want), numba.config.NUMBA_NUM_THREADS)))
     if torch.get_num_threads() != want:
         torch.set_num_threads(want)
 
