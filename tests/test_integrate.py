@@ -6,11 +6,12 @@ input checks."""
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
-from mfattn.flows.integrate import (GD, STEPPERS, Adam, Decaying, HeavyBall, Run, Stepper, integrate, make_stepper,
+from mfattn.flows.integrate import (GD, STEPPERS, Adam, Constant, Decaying, HeavyBall, Run, Stepper, integrate, make_stepper,
                               register)
 from mfattn.models.linear import linear_regression
 
@@ -205,6 +206,35 @@ def test_load_runs_no_code_unless_trusted(heads_task, tmp_path):
                   progress=False)
     with pytest.raises(ValueError, match="path"):
         Run.load(tmp_path / "ck.pt")
+
+
+class _Marker:
+    """Unpickling it would create the file it names."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+def test_a_checkpoint_is_read_without_running_code(heads_task, tmp_path):
+    """integrate reads its checkpoint weights-only: a finished run under a profile of a class the engine
+    does not know still comes back from its checkpoint without a step (the caller's profile put back), and a
+    file holding an object whose unpickling runs code is refused by name, the code not run."""
+    model, data, h0 = heads_task
+    kw = dict(stepper="gd", step=0.25, T=0.5, record_every=0.25, zeta=_OwnProfile(), progress=False)
+    ck = tmp_path / "own.ckpt"
+    run = integrate(model, data, h0, checkpoint=ck, **kw)
+    with torch.serialization.safe_globals([Constant, Decaying]):
+        assert torch.load(ck, weights_only=True)["kind"] == "run"
+    again = integrate(model, data, h0, checkpoint=ck, **kw)
+    assert torch.equal(again.final, run.final) and again.zeta is not None and again.zeta == run.zeta
+    marker = tmp_path / "ran"
+    torch.save({"kind": "checkpoint", "payload": _Marker(marker)}, tmp_path / "bad.ckpt")
+    with pytest.raises(ValueError, match="checkpoint"):
+        integrate(model, data, h0, checkpoint=tmp_path / "bad.ckpt", **kw)
+    assert not marker.exists()
 
 
 def test_a_registered_stepper_is_available_by_name(linear):

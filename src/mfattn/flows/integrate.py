@@ -1197,7 +1197,10 @@ def integrate(
         zeta=zeta, model=model, X=X,
     )
     if path is not None:
-        _atomic_save(dict(kind="run", signature=signature, run=run._payload()), path)
+        payload = run._payload()
+        if not isinstance(payload["zeta"], (Constant, Decaying)):
+            payload["zeta"] = None  # so the file reads back weights-only; the caller's profile is put back then
+        _atomic_save(dict(kind="run", signature=signature, run=payload), path)
     return run
 
 
@@ -1230,10 +1233,15 @@ def _check_options(stepper, n_heads, n_steps, batch_size, generator, keep, stati
 def _saved(path, signature, device):
     """What :func:`integrate`'s checkpoint file ``path`` holds (a dict: a finished run or the state of an
     unfinished one), or None when there is no file (or no checkpoint); a file of another run (``signature``)
-    is refused."""
+    is refused. It is read weights-only, so reading it runs no code."""
     if path is None or not path.exists():
         return None
-    saved = torch.load(path, map_location=device, weights_only=False)
+    try:
+        with torch.serialization.safe_globals([Constant, Decaying]):
+            saved = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"checkpoint: {path} holds objects a weights-only load refuses (not a file integrate "
+                         "wrote, or one from an older version); delete it to start afresh") from e
     if not isinstance(saved, dict) or saved.get("signature") != signature:
         raise ValueError(f"checkpoint: {path} belongs to a different run (delete it to start afresh)")
     return saved
