@@ -37,9 +37,10 @@ def with_text_record(png: bytes, value: str) -> bytes:
 # width: 20 px); small.png records 10 px and is shown at half its width (5 px); bare.png records nothing
 FIGURES = {"a.png": with_text_record(PNG, "20.00"), "small.png": with_text_record(PNG, "10.00"), "bare.png": PNG}
 
+# the book's own stylesheet, as every page of the built book has it (its phone rules shrink a player)
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>t</title>
-<link rel="icon" href="data:,"></head>
-<body><article class="bd-article" style="width:600px;margin:0 auto">{body}</article></body></html>"""
+<link rel="icon" href="data:,"><link rel="stylesheet" href="mfattn.css"></head>
+<body><article class="bd-article" style="max-width:600px;margin:0 auto">{body}</article></body></html>"""
 
 CLEAN = """<h1>A page</h1><p>Plain text, no math.</p>
 <div class="cell_output"><figure><img src="a.png" alt="a red square on white">
@@ -57,7 +58,8 @@ a short one <code style="white-space:nowrap">fused.head_pass</code>, and a run o
 <p>slopes \u22120.98 and \u22120.86 over N = 540-560, the x-1 axis, <code>-p seed -1</code></p>
 <table><tr><td>\u22120.500</td><td>1.5e-04</td></tr></table>
 <table style="width:100%;table-layout:fixed"><colgroup><col style="width:93%"><col style="width:7%"></colgroup>
-<tr><td>a wide column of sentences, as many words as it likes</td><td>0.52</td></tr></table>"""
+<tr><td>a wide column of sentences, as many words as it likes</td><td>0.52</td></tr></table>
+<div style="overflow-x:auto"><div style="width:500px;height:10px">wider than a phone, in a box that scrolls</div></div>"""
 
 def _player() -> str:
     """A real player from mfattn.companion.plotting.animation: a dot moving across three frames."""
@@ -133,6 +135,8 @@ FAULTS = {
     "no_text_record": '<div class="cell_output"><figure><img src="bare.png" alt="a square">'
                       "<figcaption>c</figcaption></figure></div>",
     # a printout wider than the column, wrapped by the stylesheet inside a number
+    # fits the column at 1280 px, but pushes the page sideways on a phone
+    "phone_wide": '<div style="width:500px;height:10px"></div>',
     "split_number": '<div class="cell_output"><pre style="width:24ch;white-space:pre-wrap;overflow-wrap:anywhere">'
                     "slope at the end: 1.96e-02, floor 3.1e-03</pre></div>",
 }
@@ -145,12 +149,16 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "minus": "minus", "minus_table": "minus", "narrow_column": "column",
                  "split_number": "split", "small_text": "figtext",
                  "enotation_end": "enotation", "chip": "chip", "mathjax_error": "math",
-                 "small_animation_text": "figtext", "animation_no_record": "figtext", "no_text_record": "figtext"}
+                 "small_animation_text": "figtext", "animation_no_record": "figtext", "no_text_record": "figtext",
+                 "phone_wide": "phone"}
+# pages whose fault also shows on a phone: wider than the screen there too
+ALSO_ON_A_PHONE = {"wide", "chip"}
 
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
+    shutil.copy(Path(__file__).resolve().parents[1] / "_static" / "mfattn.css", site / "mfattn.css")
     for name, png in FIGURES.items():
         (site / name).write_bytes(png)
     (site / "clean.html").write_text(PAGE.format(body=CLEAN))
@@ -174,7 +182,7 @@ def test_a_clean_page_passes(faults):
 
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_each_fault_is_caught_and_named(faults, name):
-    assert faults.get(f"{name}.html") == {EXPECTED_KIND[name]}
+    assert faults.get(f"{name}.html") == {EXPECTED_KIND[name]} | ({"phone"} if name in ALSO_ON_A_PHONE else set())
 
 
 def test_bad_root(tmp_path):

@@ -687,8 +687,12 @@ def directional_derivative_errors(model: HeadModel, data, query: torch.Tensor, h
                                   u: torch.Tensor, steps):
     r"""Errors of the gradient formula (13) against central differences of :math:`\Phi`, per step.
 
-    At each step ``h``: :math:`\max_i |(\Phi(q_i + hu_i) - \Phi(q_i - hu_i))/(2h) - \langle\nabla\Phi(q_i), u_i\rangle|
-    / \|\nabla\Phi(q_i)\|`, with :math:`\Phi = \Phi(\cdot;\rho)` for the uniform measure on ``heads``.
+    At each step ``h``,
+
+    .. math:: \max_i \frac{|(\Phi(q_i + hu_i) - \Phi(q_i - hu_i))/(2h) - \langle\nabla\Phi(q_i), u_i\rangle|}
+              {\|\nabla\Phi(q_i)\|},
+
+    with :math:`\Phi = \Phi(\cdot;\rho)` for the uniform measure on ``heads``.
 
     Parameters
     ----------

@@ -2,7 +2,8 @@
 (``make check-html``).
 
 Every page of the built site is served from a local HTTP server and opened in headless Chromium
-(Debian's package, ``/usr/bin/chromium``, driven through Playwright) at 1280 x 900 px. After the
+(Debian's package, ``/usr/bin/chromium``, driven through Playwright) at 1280 x 900 px, then at a
+phone's 390 px. After the
 page and MathJax have finished, the checker fails on
 
 * ``console``: an error printed to the browser console, or an uncaught exception;
@@ -39,7 +40,11 @@ page and MathJax have finished, the checker fails on
   piece without a break opportunity is wider than a phone's text column (:data:`PHONE_PX`), measured
   at 1280 px: on a phone it would leave the column;
 * ``height``: a page taller than its budget (:data:`HEIGHT_BUDGET`, :data:`HEIGHT_BUDGETS`), so
-  that a page meant to be scanned (the evidence map) stays scannable.
+  that a page meant to be scanned (the evidence map) stays scannable;
+* ``phone``: at a phone's width (:data:`PHONE_VIEWPORT`, the same page narrowed after the checks
+  above), a page wider than the screen, which the reader would scroll sideways as a whole; the
+  elements that reach past its edge outside a box that scrolls on its own are named (a table or a
+  printed output scrolling in its own box is the book's intent there).
 
 It builds nothing: run ``make book`` first. This module is a tool for the book, not part of the
 engine; it imports Playwright only when called.
@@ -62,6 +67,8 @@ from mfattn.companion.plotting import TEXT_KEY
 from mfattn.companion.render import SIGN_PATTERN
 
 VIEWPORT = {"width": 1280, "height": 900}
+#: The phone every page is also looked at (the ``phone`` fault).
+PHONE_VIEWPORT = {"width": 390, "height": 844}
 #: The tallest a page may be at :data:`VIEWPORT`, in px (50 screens; the longest chapter is about 37,000).
 HEIGHT_BUDGET = 45_000
 #: Pages with a budget of their own: the evidence map is read as a map (about 10 screens of 900 px; 11 at most).
@@ -86,6 +93,7 @@ _PAGE_CHECKS = (Path(__file__).with_name("pagechecks.js").read_text()
                 .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY)
                 .replace("__SIGN__", SIGN_PATTERN)
                 .replace("__PHONEPX__", str(PHONE_PX)))
+_PHONE_CHECK = Path(__file__).with_name("phonecheck.js").read_text()
 
 
 @dataclass(frozen=True)
@@ -191,6 +199,9 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
                     elif int(message) > HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):
                         found.append(("height", f"{int(message):,} px tall at {VIEWPORT['width']} px, over its "
                                                 f"budget of {HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):,} px"))
+                page.set_viewport_size(PHONE_VIEWPORT)
+                page.wait_for_timeout(100)  # the layout and MathJax's reflow at the new width
+                found.extend((kind, message) for kind, message in page.evaluate(_PHONE_CHECK))
                 page.close()
                 faults.extend(Fault(rel, k, m.encode('utf-8', 'replace').decode('utf-8'))
                               for k, m in dict.fromkeys(found))
@@ -235,7 +246,7 @@ def run(args) -> int:
     by_kind = Counter(f.kind for f in faults)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) or "none"
     pending = len(found) - len(faults)
-    print(f"check-html: {n} pages at {VIEWPORT['width']} px, faults: {summary}"
+    print(f"check-html: {n} pages at {VIEWPORT['width']} and {PHONE_VIEWPORT['width']} px, faults: {summary}"
           + (f"; {pending} known and pending (mfattn.companion.checkhtml.KNOWN)" if pending else ""))
     return 1 if faults else 0
 

@@ -204,14 +204,14 @@ async () => {
   }
   // a code chip in the prose that cannot break and would leave a phone's column: its longest piece
   // without a break opportunity (a space, where white-space lets it wrap; any character, where
-  // overflow-wrap or word-break allow it) wider than PHONE_PX
+  // overflow-wrap or word-break allow it and white-space does not forbid every break) wider than PHONE_PX
   for (const c of col.querySelectorAll('p code, li code, dd code, figcaption code, summary code')) {
     if (c.closest('pre, .cell_input, .cell_output, .highlight, table')) continue;
     const parts = [c, ...c.querySelectorAll('*')].map(e => getComputedStyle(e));
-    if (parts.every(st => st.overflowWrap === 'anywhere' || st.overflowWrap === 'break-word'
-                          || st.wordBreak === 'break-all')) continue;
-    const text = c.textContent;
     const nowrap = parts.some(st => /^(nowrap|pre)$/.test(st.whiteSpace));
+    if (!nowrap && parts.every(st => st.overflowWrap === 'anywhere' || st.overflowWrap === 'break-word'
+                                     || st.wordBreak === 'break-all')) continue;
+    const text = c.textContent;
     const longest = nowrap ? text.length : Math.max(...text.split(/\s+/).map(t => t.length));
     const w = c.getBoundingClientRect().width * longest / Math.max(1, text.length);
     if (w > PHONE_PX) faults.push(['chip', `a code chip ${Math.round(w)} px wide without a break, wider than a phone's ` +

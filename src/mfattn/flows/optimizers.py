@@ -5,7 +5,7 @@ The steppers themselves live in :mod:`mfattn.flows.integrate` (``heavy-ball``, `
 
 * :func:`kinetic_balance`: the energy identity of the damped second-order flow
   :math:`\ddot\omega = -\gamma\dot\omega - 2\zeta\nabla\Phi(\omega;\mu_t)` (chapter 08, (8.3)):
-  :math:`\frac{d}{dt}\big[2\zeta\,\mathcal E(\mu_t) + \tfrac12\int|p|^2\,df_t\big] = -\gamma\int|p|^2\,df_t`,
+  :math:`\frac{d}{dt}\big[2\zeta\,\mathcal E(\mu_t) + \tfrac12\int|p|^2\,df_t\big]` :math:`{}= -\gamma\int|p|^2\,df_t`,
   evaluated along a finite-:math:`N` run of the ``kinetic`` stepper;
 * :func:`heavy_ball_time`: the clock on which heavy ball at a fixed momentum follows the gradient flow
   (chapter 08, (8.5));

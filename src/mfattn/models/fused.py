@@ -767,7 +767,7 @@ TOKEN_ACTIVATIONS = {"relu": 1, "gelu": 2}
 def token_velocity(X: torch.Tensor, beta: torch.Tensor, normalized: torch.Tensor, mlp: torch.Tensor,
                    sign: torch.Tensor, directions: torch.Tensor, scales: torch.Tensor, activation: str):
     r"""The velocity of chapter 06's token systems in one fused pass, the companion paper's eqs. (2.5)
-    and (2.8): ``V (B, n, d)`` with :math:`V_i=\pm P_{x_i}(S_i/D_i+m\sum_k s_k\sigma(\langle a_k,x_i\rangle)a_k)`,
+    and (2.8): ``V (B, n, d)`` with :math:`V_i =` :math:`\pm P_{x_i}(S_i/D_i + m\sum_k s_k\sigma(\langle a_k,x_i\rangle)a_k)`,
     :math:`D_i=Z_i` for SA and :math:`n` for USA, and ``Z (B, n)`` (the sums of :func:`token_sums`).
 
     No validation (the caller, :mod:`mfattn.models.tokens`, has checked shapes and dtypes; the

@@ -231,7 +231,7 @@ class LinearModel(ParticleModel):
 
         With :math:`\hat\Sigma=V\Lambda V^\top` and :math:`Z(t)=\int_0^t\zeta`, the mean's coordinates
         :math:`c=V^\top m` solve :math:`\dot c_i=-2\zeta(\lambda_i c_i-\beta_i)`:
-        :math:`c_i(t)=c_i(0)e^{-2\lambda_iZ}+\beta_i(1-e^{-2\lambda_iZ})/\lambda_i` (``2 beta_i Z`` when
+        :math:`c_i(t)=c_i(0)e^{-2\lambda_iZ}` :math:`{}+\beta_i(1-e^{-2\lambda_iZ})/\lambda_i` (``2 beta_i Z`` when
         :math:`\lambda_i=0`), and every particle moves by :math:`m(t)-m(0)` (uniform weights).
 
         Parameters

@@ -93,7 +93,7 @@ def cross_entropy(y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     -------
     Tensor (...)
         The loss of each row, in nats; for soft labels it is
-        :math:`H(y) + \mathrm{KL}(y\,\|\,\mathrm{softmax}(z)) \ge H(y)`.
+        :math:`H(y) + \mathrm{KL}(y\,\|\,\mathrm{softmax}(z))` :math:`{}\ge H(y)`.
 
     Examples
     --------

@@ -939,7 +939,8 @@ def mass_bound(beta, perceptron: Perceptron) -> np.ndarray:
     scale of an atomic, stable (SOPD) stationary measure of descent with a perceptron, on the circle:
     :math:`(4+2e^{3/2}C_\theta e^{-\beta})/(4+\frac34e^{11/8})` (chapter 06).
 
-    :math:`C_\theta=\sum_m\|\omega_m\|(\mathrm{Lip}(\sigma)\|a_m\|^2+(|\sigma(0)|+\mathrm{Lip}(\sigma)\|a_m\|)\|a_m\|)`
+    .. math:: C_\theta=\sum_m\|\omega_m\|\big(\mathrm{Lip}(\sigma)\|a_m\|^2+(|\sigma(0)|+\mathrm{Lip}(\sigma)\|a_m\|)\|a_m\|\big)
+
     with :math:`\omega_m=s_ma_m` and :math:`\|a_m\|=1`, so :math:`C_\theta=(2\,\mathrm{Lip}(\sigma)+|\sigma(0)|)\sum_m|s_m|`;
     this is the constant as the paper's public code evaluates it for its figure of cluster masses, with
     the exact Lipschitz constant of GeLU (1.1289; the public code uses 1.085). The bound is below one only

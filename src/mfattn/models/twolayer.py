@@ -329,7 +329,7 @@ class TwoLayerModel(ParticleModel):
         Returns
         -------
         Tensor (M,)
-            :math:`\Phi(\omega;\rho)=\sum_k G_k\,a\,\sigma(\langle w,x_k\rangle+b)` at every
+            :math:`\Phi(\omega;\rho) =` :math:`\sum_k G_k\,a\,\sigma(\langle w,x_k\rangle+b)` at every
             query neuron.
 
         Examples
