@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import io
 import math
+import re
 import sys
 import tokenize
 from dataclasses import dataclass
@@ -399,8 +400,6 @@ _DEFAULT_RANGE = (0, None, False, True)
 
 def _interval(text) -> tuple:
     """``"[a, b)"`` -> ``(a, b, True, False)``; ``inf`` (or ``-inf``) leaves a side unbounded (None)."""
-    import re
-
     m = re.fullmatch(r"\s*([\[(])\s*([^,]+?)\s*,\s*([^,]+?)\s*([\])])\s*", str(text))
     if not m:
         raise ValueError(f"range {text!r}: write an interval, like '[0, 1)' or '(0, inf)'")
@@ -424,8 +423,6 @@ _WORDS = {bool: "True or False", int: "an integer", float: "a number", str: "a s
 def _check_scalar(name, value, ref, rules: dict):
     """Why ``value`` (or an element of a list) is not allowed where ``ref`` is the profile's value;
     ``None`` when it is."""
-    import re
-
     kind = type(ref)
     number = kind in (int, float)
     allowed = (int, float) if kind is float else kind
@@ -493,14 +490,12 @@ def check_values(path, values: dict) -> dict:
     ...
     ValueError: n_data = -3: must be > 0
     """
-    params = parameters(path)
+    defaults = {p.name: p.default for p in parameters(path)}
     table = profiles(path)
     rules = declared(path) or {}
-    names = [p.name for p in params]
-    unknown = sorted(set(values) - set(names))
+    unknown = sorted(set(values) - set(defaults))
     if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; {Path(path).stem} takes: {', '.join(names)}")
-    defaults = {p.name: p.default for p in params}
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; {Path(path).stem} takes: {', '.join(defaults)}")
     profile = values.get("profile", defaults.get("profile"))
     if profile not in table:
         raise ValueError(f"profile = {profile!r}: must be one of {', '.join(repr(k) for k in table)}")
@@ -513,14 +508,12 @@ def check_values(path, values: dict) -> dict:
         if name == "profile":
             value, why = profile, None
         elif name == "cache_dir":
-            ok = value is None or isinstance(value, str)
-            why = None if ok else "must be a folder's path (a string) or None"
+            why = None if value is None or isinstance(value, str) else "must be a folder's path (a string) or None"
         elif isinstance(ref, (list, tuple)):
             if not isinstance(value, (list, tuple)) or not value:
                 why = f"must be a non-empty list (like {list(ref)!r})"
             else:
-                whys = (_check_scalar(name, v, ref[0], rule) for v in value)
-                why = next((f"every element {w}" for w in whys if w), None)
+                why = next((f"every element {w}" for v in value if (w := _check_scalar(name, v, ref[0], rule))), None)
         else:
             why = None if ref is None else _check_scalar(name, value, ref, rule)
         if why:

@@ -233,66 +233,49 @@ def _completed_cells(notebook: Path) -> int | None:
                for c in nb.get("cells", []) if c.get("cell_type") == "code")
 
 
-class _ProgressView(threading.Thread):
+def _show_progress(path: Path, notebook: Path, weights: list[float], timed: bool, name: str,
+                   stop: threading.Event) -> None:
     """Reads the JSON lines of :class:`mfattn._progress.FileBar` and draws them as tqdm bars on the
-    terminal (stderr); tqdm estimates the remaining time of each sweep from its rate. Above them, one
-    bar for the whole chapter ``name``: its code cells as papermill finishes them in ``notebook``, each
-    weighted by ``weights`` (``timed``: the seconds it should take, from the committed run's
-    ``cell_seconds``; else one per cell), so the estimate holds through a long cell whose inner bars
-    restart many times."""
+    terminal (stderr) until ``stop`` is set; tqdm estimates the remaining time of each sweep from its
+    rate. Above them, one bar for the whole chapter ``name``: its code cells as papermill finishes them
+    in ``notebook``, each weighted by ``weights`` (``timed``: the seconds it should take, from the
+    committed run's ``cell_seconds``; else one per cell), so the estimate holds through a long cell
+    whose inner bars restart many times."""
+    from tqdm.std import tqdm
 
-    def __init__(self, path: Path, notebook: Path, weights: list[float], timed: bool, name: str):
-        super().__init__(daemon=True)
-        self.path, self.notebook, self.weights, self.timed = path, notebook, weights, timed
-        self.name, self.stop, self.bars = name, threading.Event(), {}
+    def bar(**kw):
+        return tqdm(leave=False, file=sys.stderr, dynamic_ncols=True, disable=False, **kw)
 
-    def run(self):
-        from tqdm.std import tqdm
-
-        def bar(**kw):
-            return tqdm(leave=False, file=sys.stderr, dynamic_ncols=True, disable=False, **kw)
-
-        timed = "{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} of the estimate [{elapsed}<{remaining}]"
-        overall = bar(total=round(sum(self.weights)), desc=f"{self.name} (all cells)", position=0,
-                      unit="s" if self.timed else "cell", bar_format=timed if self.timed else None)
-        last_check, rest = 0.0, ""
-        with open(self.path) as f:  # the kernel appends to it
-            while True:
-                stopping = self.stop.is_set()
-                if time.monotonic() - last_check > 1.0:
-                    last_check = time.monotonic()
-                    done = _completed_cells(self.notebook)
-                    if done is not None and round(sum(self.weights[:done])) > overall.n:
-                        overall.update(round(sum(self.weights[:done])) - overall.n)
-                *lines, rest = (rest + f.read()).split("\n")  # the last line may be unfinished
-                for line in lines:
-                    try:
-                        e = json.loads(line)
-                    except ValueError:  # not a line of FileBar's
-                        continue
-                    if e["id"] not in self.bars:
-                        if e["done"]:
-                            continue
-                        self.bars[e["id"]] = bar(total=e["total"], desc=e["desc"],
-                                                 position=len(self.bars) + 1)
-                    b = self.bars[e["id"]]
-                    if e["n"] > b.n:
-                        b.update(e["n"] - b.n)
+    fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} of the estimate [{elapsed}<{remaining}]"
+    overall = bar(total=round(sum(weights)), desc=f"{name} (all cells)", position=0,
+                  unit="s" if timed else "cell", bar_format=fmt if timed else None)
+    bars, last_check, rest, stopping = {}, 0.0, "", False
+    with open(path) as f:  # the kernel appends to it
+        while not stopping:
+            stopping = stop.is_set()  # one last read once the run has ended
+            if time.monotonic() - last_check > 1.0:
+                last_check = time.monotonic()
+                done = _completed_cells(notebook)
+                if done is not None and round(sum(weights[:done])) > overall.n:
+                    overall.update(round(sum(weights[:done])) - overall.n)
+            *lines, rest = (rest + f.read()).split("\n")  # the last line may be unfinished
+            for line in lines:
+                try:
+                    e = json.loads(line)
+                except ValueError:  # not a line of FileBar's
+                    continue
+                if e["id"] not in bars:
                     if e["done"]:
-                        self.bars.pop(e["id"]).close()
-                if stopping:
-                    break
-                time.sleep(0.2)
-        for b in [*self.bars.values(), overall]:
-            b.close()
-
-
-def _kernel_manager(folder: str):
-    from jupyter_client.manager import AsyncKernelManager
-
-    # IPC sockets (local only, and no warning about unencrypted TCP on every run), in a folder of
-    # their own: with a relative prefix they would land in the chapter's folder
-    return AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(folder) / "kernel"))
+                        continue
+                    bars[e["id"]] = bar(total=e["total"], desc=e["desc"], position=len(bars) + 1)
+                b = bars[e["id"]]
+                if e["n"] > b.n:
+                    b.update(e["n"] - b.n)
+                if e["done"]:
+                    bars.pop(e["id"]).close()
+            stop.wait(0.2)
+    for b in [*bars.values(), overall]:
+        b.close()
 
 
 def _kill(km) -> None:
@@ -654,8 +637,7 @@ def _parameters(plan: _Plan, values: dict) -> dict:
         return {k: v for k, v in values.items() if k != "cache_dir"}
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        config = dict(plan.config, device=plan.device, cache_dir=None)
-        (folder / "config.json").write_text(json.dumps(config, indent=1))
+        (folder / "config.json").write_text(json.dumps(dict(plan.config, device=plan.device, cache_dir=None), indent=1))
     except OSError as e:
         where = "-p cache_dir" if plan.config.get("cache_dir") else "runs/"
         raise UserError(f"{folder.parent}: cannot keep finished work there ({e.strerror or e}); name a writable "
@@ -706,6 +688,7 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
     import jupytext
     import nbformat
     import papermill as pm
+    from jupyter_client.manager import AsyncKernelManager
 
     nb = jupytext.read(src)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -716,7 +699,8 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
     # the notebook; tqdm bars of other libraries are silenced
     env = patch.dict(os.environ, TQDM_DISABLE="1")  # restored as it was when the run ends
     env.start()
-    progress_file, view = None, None
+    os.environ.pop("MFATTN_PROGRESS", None)
+    view, stop = None, threading.Event()
     if not quiet:
         progress_file = plan.out_dir / f".{src.stem}.progress.jsonl"
         progress_file.write_text("")
@@ -727,13 +711,14 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
         timed = len(weights) == n_code
         # one second of weight at least, so a cell of no recorded time still moves the bar
         weights = [max(1.0, w) for w in weights] if timed else [1.0] * n_code
-        view = _ProgressView(progress_file, target, weights, timed, src.stem)
+        view = threading.Thread(target=_show_progress, daemon=True,
+                                args=(progress_file, target, weights, timed, src.stem, stop))
         view.start()
-    else:
-        os.environ.pop("MFATTN_PROGRESS", None)
 
     sockets = tempfile.mkdtemp(prefix="mfattn-kernel-")
-    km = _kernel_manager(sockets)
+    # IPC sockets (local only, and no warning about unencrypted TCP on every run), in a folder of
+    # their own: with a relative prefix they would land in the chapter's folder
+    km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
     interrupted = []
 
     def on_sigint(signum, frame):
@@ -762,7 +747,6 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
             raise SystemExit(f"mfattn: {src.stem} failed in cell [{e.exec_count}] ({first.strip()[:60]}): "
                              f"{e.ename}: {e.evalue}; partial notebook: {target}") from None
         if interrupted or isinstance(e, KeyboardInterrupt):
-            _kill(km)
             where = (f"; finished work is kept in {params['cache_dir']}, rerun the same command to resume"
                      if "cache_dir" in params else "")
             print(f"mfattn: interrupted; partial notebook: {target}{where}", file=sys.stderr)
@@ -774,9 +758,8 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
         shutil.rmtree(sockets, ignore_errors=True)
         source_nb.unlink(missing_ok=True)
         if view is not None:
-            view.stop.set()
+            stop.set()
             view.join(timeout=2)
-        if progress_file is not None:
             progress_file.unlink(missing_ok=True)
         env.stop()
     return time.perf_counter() - t0
@@ -795,10 +778,10 @@ def _replace_committed(root: Path, src: Path, plan: _Plan, partial: Path, second
     per_cell = [round(float(c.metadata.get("papermill", {}).get("duration") or 0.0), 2)
                 for c in executed.cells if c.cell_type == "code"]
     strip_papermill(executed)
-    executed.metadata["mfattn"] = provenance(src, seconds, plan.config["profile"], code)
-    executed.metadata["mfattn"]["cell_seconds"] = per_cell  # the runner's overall progress bar reads them
-    # the kernel's peak resident memory (the largest child this process waited for), for the memory ceiling
-    executed.metadata["mfattn"]["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    # the cell times are read by the runner's overall progress bar; the kernel's peak resident memory
+    # (the largest child this process waited for) by the memory ceiling
+    executed.metadata["mfattn"] = dict(provenance(src, seconds, plan.config["profile"], code), cell_seconds=per_cell,
+                                       peak_rss_mb=round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024))
     nbformat.write(executed, plan.target)
     partial.unlink()
     if list_in_toc(root, plan.target.stem):
