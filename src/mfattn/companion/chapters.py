@@ -435,8 +435,7 @@ def _check_scalar(name, value, ref, rules: dict):
     if rules.get("choices") and value not in rules["choices"]:
         return f"must be one of {', '.join(repr(c) for c in rules['choices'])}"
     if number:
-        given = rules.get("range")
-        lo, hi, lo_in, hi_in = _interval(given) if given is not None else RANGES.get(name, _DEFAULT_RANGE)
+        lo, hi, lo_in, hi_in = _interval(rules["range"]) if "range" in rules else RANGES.get(name, _DEFAULT_RANGE)
         if lo is not None and (value < lo or (value == lo and not lo_in)):
             return f"must be {'>=' if lo_in else '>'} {lo}"
         if hi is not None and (value > hi or (value == hi and not hi_in)):

@@ -20,7 +20,7 @@ import ast
 import sys
 from pathlib import Path
 
-from .chapters import UserError, chapters, find_chapter, repo_root
+from .chapters import UserError, chapters, declared, find_chapter, parameter_rows, repo_root
 
 
 def parse_value(text: str):
@@ -59,8 +59,6 @@ def new_chapter(root: Path, name: str, title: str | None = None) -> Path:
 
 def print_params(src: Path) -> None:
     """``python -m mfattn params CHAPTER``: each parameter, its value per profile, its meaning."""
-    from .chapters import declared, parameter_rows
-
     rows = parameter_rows(src)
     rules = declared(src) or {}
     profs = [k for k in rows[0] if k not in ("name", "comment")]

@@ -30,15 +30,15 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from .chapters import UserError, repo_root  # UserError: one line on stderr, exit status 2
+# UserError: one line on stderr, exit status 2
+from .chapters import (UserError, chapter_cells, check_values, estimate, growth, profiles, repo_root, strip_papermill,
+                       title)
 
 __all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
 
 
 def code_cells(src: Path) -> str:
     """A chapter's code cells, joined: what the cache key hashes and the constant check reads."""
-    from .chapters import chapter_cells
-
     return "\n\n".join(c.source for c in chapter_cells(src) if c.cell_type == "code")
 
 
@@ -425,8 +425,6 @@ def peak_memory_estimate(src: Path, config: dict, committed: Path) -> tuple[floa
     >>> est is None or est[1] == "n_ref"
     True
     """
-    from .chapters import check_values, growth
-
     peak = _recorded(committed).get("peak_rss_mb")
     if not peak:
         return None
@@ -463,8 +461,6 @@ def _estimate(src: Path, config: dict, committed: Path) -> tuple[tuple | None, f
     (:func:`mfattn.companion.chapters.estimate`, computed once per run), the seconds (0 when nothing
     says) and the line that says why; without the cost model, the committed ci run's time times the
     largest ratio of a size of the run's profile to the ci one's."""
-    from .chapters import estimate, growth, profiles
-
     est = estimate(src, config, committed)
     if est is not None:
         top = "; ".join(b for _, b in est[1][:3])
@@ -487,8 +483,6 @@ def _over_the_ceiling(src: Path, config: dict, committed: Path, seconds: float) 
     """Refuse, with one line naming the parameter that grew most, a run whose estimated peak memory
     exceeds :data:`MEMORY_SHARE` of this machine's, or whose estimate on this CPU (``seconds``)
     exceeds the ceiling (:data:`CEILING_SECONDS`, or :data:`CEILING_RATIO` times the committed ci run)."""
-    from .chapters import check_values, growth
-
     ci = check_values(src, {})
 
     def why(name):
@@ -592,7 +586,6 @@ def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, 
     ceiling and the output folder made writable; a ``UserError`` for any fault, before anything runs."""
     import tempfile
 
-    from .chapters import check_values
     from .verdicts import constant_counterfactuals
 
     if inplace and values:
@@ -647,8 +640,6 @@ def _parameters(plan: _Plan, values: dict) -> dict:
 
 def _announce(src: Path, plan: _Plan, params: dict, *, quiet: bool) -> None:
     """What the run is and where its work is kept (unless ``quiet``), and what it should cost, on stderr."""
-    from .chapters import check_values
-
     config, done = plan.config, plan.done
     if not quiet:
         base_time = ci_seconds(plan.committed)
@@ -771,8 +762,6 @@ def _replace_committed(root: Path, src: Path, plan: _Plan, partial: Path, second
     import resource
 
     import nbformat
-
-    from .chapters import strip_papermill
 
     executed = nbformat.read(partial, as_version=4)
     per_cell = [round(float(c.metadata.get("papermill", {}).get("duration") or 0.0), 2)
@@ -1102,7 +1091,5 @@ def list_chapters(root: Path) -> list[tuple[str, str, float | None]]:
     >>> rows[0][0], rows[0][1].startswith("Preliminaries")
     ('01-preliminaries', True)
     """
-    from .chapters import title
-
     return [(md.stem, title(md), ci_seconds(md.with_suffix(".ipynb")))
             for md in sorted((root / "notebooks").glob("*.md"))]
