@@ -20,7 +20,10 @@ import ast
 import sys
 from pathlib import Path
 
+from . import disk, replicate
 from .chapters import UserError, chapters, declared, find_chapter, parameter_rows, repo_root
+from .runner import (EXIT_FAILED_CLAIM, compare, fmt_seconds, list_chapters, new_failures, run_chapter, verdict_summary,
+                     write_html)
 
 
 def parse_value(text: str):
@@ -129,8 +132,6 @@ def _main(argv=None) -> int:
                           help="exit 3 when a claim or derived verdict fails (any, the default), or only "
                           "when one fails that passed in the committed notebook (new: a script can tell 'as "
                           "committed' from a new failure)")
-    from . import disk, replicate
-
     disk.add_arguments(p["clean"])
     cache_sub = p["cache"].add_subparsers(dest="action", required=True)
     p_pack = cache_sub.add_parser("pack", help="runs/CHAPTER/cache/KEY of this configuration -> a .tar.gz",
@@ -158,8 +159,6 @@ def _main(argv=None) -> int:
 
 # ------------------------------------------------------------------ one function per subcommand
 def _cmd_run(args) -> int:
-    from .runner import EXIT_FAILED_CLAIM, new_failures, run_chapter, verdict_summary
-
     root = repo_root()
     path = run_chapter(root, find_chapter(root, args.chapter), _values(args), out=args.out,
                        inplace=args.inplace, quiet=args.quiet, timeout=args.timeout, cache=not args.no_cache,
@@ -173,8 +172,6 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_list(args) -> int:
-    from .runner import fmt_seconds, list_chapters
-
     rows = list_chapters(repo_root())
     w = max(len(r[0]) for r in rows)
     print(f"{'chapter'.ljust(w)}  ci run  title")
@@ -186,14 +183,10 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_runs(args) -> int:
-    from . import disk
-
     return disk.main_runs(repo_root())
 
 
 def _cmd_clean(args) -> int:
-    from . import disk
-
     if args.chapter:
         # a folder of runs/ that `runs` lists (e.g. one an --out named) is taken as it is;
         # otherwise a chapter's name or prefix
@@ -206,8 +199,6 @@ def _cmd_clean(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from . import disk
-
     root = repo_root()
     try:
         if args.action == "pack":
@@ -224,15 +215,11 @@ def _cmd_cache(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from .runner import compare
-
     compare(args.run)
     return 0
 
 
 def _cmd_html(args) -> int:
-    from .runner import write_html
-
     print(write_html(args.notebook))
     return 0
 

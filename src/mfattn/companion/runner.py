@@ -23,8 +23,11 @@ import math
 import os
 import platform
 import re
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -133,8 +136,6 @@ def _cpu_model() -> str:
 
 
 def _git(*args, cwd) -> str | None:
-    import subprocess
-
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
@@ -584,8 +585,6 @@ class _Plan(NamedTuple):
 def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, yes) -> _Plan:
     """The arguments checked, the chapter's parameters checked, the estimate weighed against the
     ceiling and the output folder made writable; a ``UserError`` for any fault, before anything runs."""
-    import tempfile
-
     from .verdicts import constant_counterfactuals
 
     if inplace and values:
@@ -671,8 +670,6 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
     line naming the partial notebook (status 1, or 130 for Ctrl-C). The environment is restored.
     """
     import logging
-    import shutil
-    import tempfile
     import warnings
     from unittest.mock import patch
 
@@ -807,10 +804,6 @@ def write_html(notebook) -> Path:
     >>> from mfattn.companion.runner import write_html  # doctest: +SKIP
     >>> write_html("runs/05-stability/20261123-120000/05-stability.ipynb")  # doctest: +SKIP
     """
-    import shutil
-    import subprocess
-    import tempfile
-
     notebook = Path(notebook).resolve()
     if not notebook.is_file():
         raise UserError(f"{notebook}: no such notebook")
