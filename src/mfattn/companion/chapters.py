@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import math
 import re
 import sys
@@ -565,6 +566,15 @@ def _work(stmts: list, factor: dict, fns: dict) -> float:
     return max(works, default=1.0)
 
 
+def recorded(notebook) -> dict:
+    """What ``run CH --inplace`` recorded in the notebook's metadata (``mfattn``), or ``{}``: the run's
+    provenance, its time per code cell (``cell_seconds``, which :func:`estimate` reads) and peak memory."""
+    try:
+        return json.loads(Path(notebook).read_text())["metadata"].get("mfattn", {})
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float, str]], list[float]] | None:
     """The chapter's own cost model: the seconds a run with ``config`` should take on the machine of
     the committed ci run, from that run's time per code cell.
@@ -608,17 +618,13 @@ def estimate(path, config: dict, notebook=None) -> tuple[float, list[tuple[float
     >>> ci is None or twice[0] > ci[0]
     True
     """
-    import json
-
     path = Path(path)
-    try:
-        meta = json.loads(Path(notebook or path.with_suffix(".ipynb")).read_text())["metadata"]
-        secs = meta["mfattn"]["cell_seconds"]
-    except (OSError, ValueError, KeyError):
+    secs = recorded(notebook or path.with_suffix(".ipynb")).get("cell_seconds")
+    if not secs:
         return None
     sources = [c.source for c in chapter_cells(path) if c.cell_type == "code"]
     table = declared(path) or {}
-    if not secs or len(secs) != len(sources) or not any("cost" in e for e in table.values()):
+    if len(secs) != len(sources) or not any("cost" in e for e in table.values()):
         return None  # no time per cell, or the chapter declares no cost model
     base, factor = check_values(path, {}), {}
     for name, entry in table.items():

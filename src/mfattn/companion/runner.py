@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 # UserError: one line on stderr, exit status 2
-from .chapters import (UserError, chapter_cells, check_values, estimate, growth, profiles, repo_root, strip_papermill,
-                       title)
+from .chapters import (UserError, chapter_cells, check_values, estimate, growth, profiles, recorded, repo_root,
+                       strip_papermill, title)
+from .verdicts import EVIDENCE, KINDS, constant_counterfactuals
 
 __all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
 
@@ -210,18 +211,10 @@ def provenance(src, seconds: float, profile: str, code: dict | None = None) -> d
             "commit": code["commit"], "dirty": code["dirty"]}
 
 
-def _recorded(notebook) -> dict:
-    """What ``run CH --inplace`` recorded in the notebook's metadata (``mfattn``), or ``{}``."""
-    try:
-        return json.loads(Path(notebook).read_text())["metadata"].get("mfattn", {})
-    except (OSError, ValueError, KeyError):
-        return {}
-
-
 def ci_seconds(notebook) -> float | None:
     """The measured wall time of the committed ``ci`` run, from the notebook's metadata (written
     by ``python -m mfattn run CH --inplace``), or ``None``."""
-    return _recorded(notebook).get("ci_seconds")
+    return recorded(notebook).get("ci_seconds")
 
 
 def _completed_cells(notebook: Path) -> int | None:
@@ -426,7 +419,7 @@ def peak_memory_estimate(src: Path, config: dict, committed: Path) -> tuple[floa
     >>> est is None or est[1] == "n_ref"
     True
     """
-    peak = _recorded(committed).get("peak_rss_mb")
+    peak = recorded(committed).get("peak_rss_mb")
     if not peak:
         return None
     ratio, name, _, _ = growth(config, _sizes(check_values(src, {})))
@@ -465,7 +458,7 @@ def _estimate(src: Path, config: dict, committed: Path) -> tuple[tuple | None, f
     est = estimate(src, config, committed)
     if est is not None:
         top = "; ".join(b for _, b in est[1][:3])
-        ci = fmt_seconds(sum(_recorded(committed)["cell_seconds"]))
+        ci = fmt_seconds(sum(recorded(committed)["cell_seconds"]))
         return est, est[0], (f"about {fmt_seconds(est[0])} (the committed ci run's {ci} by cell, each times "
                              f"the growth of its work under the chapter's cost model; the largest: {top})")
     base_time = ci_seconds(committed)
@@ -585,8 +578,6 @@ class _Plan(NamedTuple):
 def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, yes) -> _Plan:
     """The arguments checked, the chapter's parameters checked, the estimate weighed against the
     ceiling and the output folder made writable; a ``UserError`` for any fault, before anything runs."""
-    from .verdicts import constant_counterfactuals
-
     if inplace and values:
         raise UserError("--inplace writes the committed ci-profile notebook; it takes no -p/--profile")
     if timeout is not None and not timeout > 0:
@@ -694,7 +685,7 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
         progress_file.write_text("")
         os.environ["MFATTN_PROGRESS"] = str(progress_file.resolve())
         n_code = sum(c.cell_type == "code" for c in nb.cells) + bool(params)  # papermill's injected cell
-        weights = plan.est[2] if plan.est is not None else _recorded(plan.committed).get("cell_seconds")
+        weights = plan.est[2] if plan.est is not None else recorded(plan.committed).get("cell_seconds")
         weights = [0.0] * bool(params) + list(weights or [])
         timed = len(weights) == n_code
         # one second of weight at least, so a cell of no recorded time still moves the bar
@@ -946,8 +937,6 @@ def new_failures(notebook, committed) -> list[str]:
     >>> new_failures(nb, nb)
     []
     """
-    from .verdicts import EVIDENCE
-
     strip = lambda t: re.sub(r"[-+]?\d[\d.eE+-]*", "#", t)  # noqa: E731
     before = {strip(r.get("claim", "")) for r in verdict_records(Path(committed)) if r.get("status") != "PASS"} \
         if Path(committed).is_file() else set()
@@ -978,8 +967,6 @@ def verdict_summary(notebook) -> tuple[str, bool]:
     >>> line.startswith("verdicts: ")
     True
     """
-    from .verdicts import EVIDENCE, KINDS
-
     records = verdict_records(Path(notebook))
     if not records:
         return "verdicts: none recorded", False
