@@ -175,7 +175,7 @@ def _scripted_load(monkeypatch, busy_per_look, cores=4):
     """Make mfattn.kernel_threads look at a machine of ``cores`` cores where other processes kept
     ``busy_per_look[i]`` cores busy between look i and look i+1 (1000 jiffies a core per look, of which
     this process used 300), on a clock that moves past LOOK_EVERY at each call."""
-    monkeypatch.setattr(mfattn._os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(mfattn, "_CORES", cores)
     monkeypatch.setattr(mfattn, "_look", None)
     t = [0.0]
 
@@ -223,7 +223,7 @@ def test_kernel_threads_without_proc_and_bad_counts(monkeypatch):
         raise OSError("no /proc")
 
     monkeypatch.setattr(mfattn, "_load_sample", unreadable)
-    monkeypatch.setattr(mfattn._os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(mfattn, "_CORES", 8)
     assert mfattn.kernel_threads(5) == 5 and mfattn.kernel_threads(5) == 5
     for bad in (0, -1, 2.0, True, "2", None):
         with pytest.raises(ValueError, match="want"):

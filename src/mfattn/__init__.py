@@ -41,6 +41,7 @@ _AUTO = "MFATTN_WAIT_AUTO"
 SPIN = 1000
 #: Cores busy with other processes at import from which waiting threads sleep at once.
 BUSY_FROM = 0.5
+_CORES = _os.cpu_count() or 1  # read once: os.cpu_count() reads a file of /sys at every call (5 us)
 
 
 def _load_sample():
@@ -58,7 +59,7 @@ def _busy_between(a, b):
     (t0, i0, o0), (t1, i1, o1) = a, b
     if t1 <= t0:
         return None
-    return max(0.0, (_os.cpu_count() or 1) * ((t1 - t0) - (i1 - i0) - (o1 - o0)) / (t1 - t0))
+    return max(0.0, _CORES * ((t1 - t0) - (i1 - i0) - (o1 - o0)) / (t1 - t0))
 
 
 def busy_elsewhere(window: float = 0.05):
@@ -130,7 +131,7 @@ def kernel_threads(want: int) -> int:
             others = _busy_between(_look[1], sample)
             busy = _look[2] if others is None else int(others + 1 - BUSY_FROM)
         _look = (now, sample, busy)
-    return max(1, min(want, (_os.cpu_count() or 1) - _look[2]))
+    return max(1, min(want, _CORES - _look[2]))
 
 
 def wait_setting(busy) -> tuple[str, str]:

@@ -629,7 +629,9 @@ def wait_table(res: dict) -> str:
              "passive": "sleep at once (PASSIVE; chosen beside a busy process)", "default": "the runtime's default spin"}
     busy = " and ".join("unknown" if b is None else f"{b:.2f}" for b in res["busy"])
     lines = [f"300 small calls each, median of the repeats, {res['threads']} threads. Cores kept busy by other "
-             f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1).", "",
+             f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1). "
+             "The fused gradient calls take one thread fewer beside a busy core (mfattn.kernel_threads); the "
+             "autograd steps are torch's and keep their threads.", "",
              "| setting | alone: grad | alone: autograd | beside a busy core: grad | beside: autograd |",
              "|---|---:|---:|---:|---:|"]
     lines += [f"| {label[k]} | " + " | ".join(_fmt_s(at[(k, b)][f]) for b in (False, True) for f in ("grad_s", "autograd_s"))
