@@ -257,3 +257,20 @@ def test_the_kernels_take_a_thread_fewer_beside_busy_cores():
             b.wait()
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "1"]
+
+
+def test_kernel_threads_after_a_fork_keep_their_last_answer(monkeypatch):
+    # a forked child inherits the last look, but its own time starts again from zero: the look across
+    # the fork cannot tell other processes' time from the parent's, so the answer stays as it was
+    monkeypatch.setattr(mfattn, "_CORES", 4)
+    monkeypatch.setattr(mfattn, "_look", None)
+    t = [0.0]
+
+    def clock():
+        t[0] += 1.0
+        return t[0]
+
+    samples = iter([(0, 0, 0), (4000, 2700, 300), (8000, 5400, 10)])  # one core busy elsewhere, then the fork
+    monkeypatch.setattr(mfattn, "_clock", clock)
+    monkeypatch.setattr(mfattn, "_load_sample", lambda: next(samples))
+    assert [mfattn.kernel_threads(4) for _ in range(3)] == [4, 3, 3]

@@ -55,9 +55,10 @@ def _load_sample():
 
 
 def _busy_between(a, b):
-    """Cores kept busy by other processes between two :func:`_load_sample` samples; ``None`` if no time passed."""
+    """Cores kept busy by other processes between two :func:`_load_sample` samples; ``None`` if no time passed
+    or the two are not of one process (a forked child's own time starts again from zero)."""
     (t0, i0, o0), (t1, i1, o1) = a, b
-    if t1 <= t0:
+    if t1 <= t0 or o1 < o0:
         return None
     return max(0.0, _CORES * ((t1 - t0) - (i1 - i0) - (o1 - o0)) / (t1 - t0))
 
