@@ -3,8 +3,7 @@
 
 Every page of the built site is served from a local HTTP server and opened in headless Chromium
 (Debian's package, ``/usr/bin/chromium``, driven through Playwright) at 1280 x 900 px, then at a
-phone's 390 px. After the
-page and MathJax have finished, the checker fails on
+phone's 390 px. After the page and MathJax have finished, the checker fails on
 
 * ``console``: an error printed to the browser console, or an uncaught exception;
 * ``request``: a request to a URL that is not on this machine (the book must render offline);
