@@ -111,13 +111,14 @@ def test_wait_table_holds_the_settings_to_their_ratios():
     rows = [{"setting": k, "beside_busy": b, "grad_s": g, "autograd_s": a}
             for k, b, g, a in (("spin", False, 0.10, 0.20), ("passive", False, 0.19, 0.30),
                                ("default", False, 0.09, 0.19), ("spin", True, 0.25, 0.40),
-                               ("passive", True, 0.16, 0.24), ("default", True, 0.34, 0.38))]
+                               ("passive", True, 0.16, 0.24), ("default", True, 0.34, 0.38),
+                               ("spin 300", False, 0.17, 0.29), ("spin 300", True, 0.18, 0.27))]
     text = bench.wait_table({"kind": "wait", "spin": 1000, "threads": 2, "rows": rows, "busy": [0.0, None]})
     lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    idle = next(v for k, v in lines.items() if k.startswith("idle"))
-    assert f"| {0.10 / 0.09:.2f} | {0.20 / 0.19:.2f} |" in idle
     start = next(v for k, v in lines.items() if k.startswith("busy at start"))
     assert f"| {0.16 / 0.10:.2f} | {0.24 / 0.20:.2f} |" in start
-    later = next(v for k, v in lines.items() if k.startswith("busy later"))
-    assert f"| {0.25 / 0.10:.2f} | {0.40 / 0.20:.2f} |" in later
+    chosen, other = lines["1000 (chosen)"], lines["300"]
+    assert f"| {0.10 / 0.09:.2f} | {0.20 / 0.19:.2f} | {0.25 / 0.10:.2f} | {0.40 / 0.20:.2f} |" in chosen
+    assert f"| {0.17 / 0.09:.2f} | {0.29 / 0.19:.2f} | {0.18 / 0.17:.2f} | {0.27 / 0.29:.2f} |" in other
+    assert text.index("| 300 |") < text.index("| 1000 (chosen) |")  # by spin count
     assert "GOMP_SPINCOUNT=1000" in text and "before and after the run: 0.00 and unknown" in text

@@ -595,15 +595,17 @@ print(out["grad"], out["autograd"], mfattn.THREAD_POLICY)
 """
 
 
-def run_wait(repeats: int = 5) -> dict:
+def run_wait(repeats: int = 5, spins=()) -> dict:
     """How long many small parallel operations take under each wait setting of the OpenMP runtime,
     alone and beside a process that keeps one core busy (a child started for the purpose): 300 fused
     gradient calls of 64 heads and 300 steps of a small autograd network, the median of ``repeats``,
-    each setting in a fresh process (the runtime reads it when it loads)."""
+    each setting in a fresh process (the runtime reads it when it loads). ``spins``: other spin counts
+    than :data:`mfattn.SPIN` to time beside it."""
     import mfattn
 
     settings = {"spin": {"GOMP_SPINCOUNT": str(mfattn.SPIN)}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
-                "default": {"OMP_WAIT_POLICY": ""}}  # an empty value: the runtime's default, a long spin
+                "default": {"OMP_WAIT_POLICY": ""},  # an empty value: the runtime's default, a long spin
+                **{f"spin {n}": {"GOMP_SPINCOUNT": str(n)} for n in spins}}
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MFATTN_WAIT_AUTO")}
     rows, busy = [], [mfattn.busy_elsewhere(0.5)]  # cores other processes keep busy, before and after
     for beside in (False, True):
@@ -626,7 +628,8 @@ def wait_table(res: dict) -> str:
     """The figures of :func:`run_wait` and the two ratios the package's choice is held to."""
     at = {(r["setting"], r["beside_busy"]): r for r in res["rows"]}
     label = {"spin": f"bounded spin (GOMP_SPINCOUNT={res['spin']}; chosen on an idle machine)",
-             "passive": "sleep at once (PASSIVE; chosen beside a busy process)", "default": "the runtime's default spin"}
+             "passive": "sleep at once (PASSIVE; chosen beside a busy process)", "default": "the runtime's default spin",
+             **{k: f"bounded spin (GOMP_SPINCOUNT={k[5:]}; not chosen)" for k, _ in at if k.startswith("spin ")}}
     busy = " and ".join("unknown" if b is None else f"{b:.2f}" for b in res["busy"])
     lines = [f"300 small calls each, median of the repeats, {res['threads']} threads. Cores kept busy by other "
              f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1). "
@@ -636,12 +639,15 @@ def wait_table(res: dict) -> str:
              "|---|---:|---:|---:|---:|"]
     lines += [f"| {label[k]} | " + " | ".join(_fmt_s(at[(k, b)][f]) for b in (False, True) for f in ("grad_s", "autograd_s"))
               + " |" for k in label]
-    lines += ["", "| ratio | grad | autograd |", "|---|---:|---:|"]
-    for text, a, b in (("idle: the chosen spin over the runtime's default (at most 1.10)", ("spin", False), ("default", False)),
-                       ("busy at start: PASSIVE beside a busy core over the spin alone (at most 2.5)", ("passive", True),
-                        ("spin", False)),
-                       ("busy later: the spin beside a busy core over the spin alone", ("spin", True), ("spin", False))):
-        lines.append(f"| {text} | " + " | ".join(f"{at[a][f] / at[b][f]:.2f}" for f in ("grad_s", "autograd_s")) + " |")
+    ratio = lambda a, b: " | ".join(f"{at[a][f] / at[b][f]:.2f}" for f in ("grad_s", "autograd_s"))  # noqa: E731
+    lines += ["", "| ratio | grad | autograd |", "|---|---:|---:|",
+              f"| busy at start: PASSIVE beside a busy core over the spin alone (at most 2.5) | "
+              f"{ratio(('passive', True), ('spin', False))} |", "",
+              "| spin count | idle: over the runtime's default, grad (at most 1.10) | autograd | busy later: beside a "
+              "busy core over alone, grad (at most 2.5) | autograd |", "|---|---:|---:|---:|---:|"]
+    spins = sorted((k for k in label if k.startswith("spin")), key=lambda k: int(k[5:] or res["spin"]))
+    lines += [f"| {k[5:] or str(res['spin']) + ' (chosen)'} | {ratio((k, False), ('default', False))} | "
+              f"{ratio((k, True), (k, False))} |" for k in spins]
     return "\n".join(lines) + "\n"
 
 
@@ -657,6 +663,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", action="store_true",
                    help="time many small calls under each OpenMP wait setting, alone and beside a busy core, each "
                         "in a fresh process (about a minute); with --out writes wait.json and wait.md")
+    p.add_argument("--spins", default="", metavar="N,N",
+                   help="with --wait: other spin counts (GOMP_SPINCOUNT) to time beside the package's own")
     p.add_argument("--report", default=None, metavar="JSON",
                    help="print (and with --out rewrite) the table and plot of a saved result; measures nothing")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -684,7 +692,7 @@ def main(args) -> dict:
     elif args.tokens:
         res, name = run_tokens(repeats=args.repeats or 15), "tokens"
     elif args.wait:
-        res, name = run_wait(repeats=args.repeats or 5), "wait"
+        res, name = run_wait(repeats=args.repeats or 5, spins=[int(n) for n in args.spins.split(",") if n]), "wait"
     elif args.roofline:
         res, name = roofline.run_roofline(repeats=args.repeats or 15), "roofline"
     else:
