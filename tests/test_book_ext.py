@@ -72,3 +72,52 @@ def test_each_code_line_carries_its_indent_and_keeps_its_newline():
     # pages other than a chapter's code inputs are left alone
     other = '<div class="cell_output"><pre>x\n  y\n</pre></div>'
     assert ext.code_lines(other) == other
+
+
+def test_a_figure_gets_the_phone_width_that_shows_its_text_8_px_high(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mfattn.companion.plotting import TEXT_KEY
+
+    # three PNGs drawn here: 300 px wide with text 5.00 px high recorded; the same without a record;
+    # one recording "none" (a figure without text)
+    fig = plt.figure(figsize=(3, 1), dpi=100)
+    for name, meta in (("a.png", {TEXT_KEY: "5.00"}), ("bare.png", {}), ("none.png", {TEXT_KEY: "none"})):
+        fig.savefig(tmp_path / name, dpi=100, metadata=meta)
+    plt.close(fig)
+    html = ('<p><img alt="x" src="../_images/{}" style="width: 150px; height: 50px;" /></p>\n' * 4).format(
+        "a.png", "bare.png", "none.png", "missing.png")
+    out = ext.phone_widths(html, tmp_path).splitlines()
+    # 8 px of text needs the figure shown at 8 / 5 of its 300 PNG pixels: 480 CSS px
+    assert out[0] == ('<p><img alt="x" src="../_images/a.png" style="width: 150px; height: 50px; '
+                      '--mfattn-phone-width: 480px;" /></p>')
+    assert out[1:] == html.splitlines()[1:]  # no record, no text, no file: left as they were
+
+
+def test_an_animation_gets_the_phone_width_of_its_frames(tmp_path):
+    import base64
+    import io
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from mfattn.companion import plotting
+
+    fig, ax = plt.subplots(figsize=(3, 1.5))
+    ax.set_title("a dot", fontsize=6)
+    (dot,) = ax.plot([0.1], [0.5], "o")
+    html = plotting.animation(fig, lambda i: dot.set_data([0.1 + 0.4 * i], [0.5]), 2, alt="a dot").data
+    plt.close(fig)
+    record = float(re.search(r'data-mfattn-text-px="([0-9.]+)"', html)[1])
+    frame = re.search(r'frames\[0\] = "data:image/png;base64,([^"]+)"', html)[1].replace("\\\n", "")
+    width = Image.open(io.BytesIO(base64.b64decode(frame))).width  # the whole frame, read by PIL
+    out = ext.phone_widths(html, tmp_path)
+    assert f'style="--mfattn-phone-width: {math.ceil(8 * width / record)}px;"' in out
+    assert out.replace(f' style="--mfattn-phone-width: {math.ceil(8 * width / record)}px;"', "", 1) == html

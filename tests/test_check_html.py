@@ -35,7 +35,12 @@ def with_text_record(png: bytes, value: str) -> bytes:
 
 # the figures of the pages: a.png records text 20 px high in its own pixels (shown at its own 2 px
 # width: 20 px); small.png records 10 px and is shown at half its width (5 px); bare.png records nothing
-FIGURES = {"a.png": with_text_record(PNG, "20.00"), "small.png": with_text_record(PNG, "10.00"), "bare.png": PNG}
+FIGURES = {"a.png": with_text_record(PNG, "20.00"), "small.png": with_text_record(PNG, "10.00"), "bare.png": PNG,
+           # text 0.04 px high in its own 2 px: 10 px at 500 px wide, under 8 px scaled to a 390 px phone's
+           # column (under 400 px), 8.4 px at the phone width the book gives it (420 px, book/_ext/mfattn_book.py)
+           "phone.png": with_text_record(PNG, "0.04")}
+PHONE_FIGURE = ('<div class="cell_output"><figure><img src="phone.png" alt="a wide square" style="width:500px{}">'
+                "<figcaption>c</figcaption></figure></div>")
 
 # the book's own stylesheet, as every page of the built book has it (its phone rules shrink a player)
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>t</title>
@@ -59,7 +64,8 @@ a short one <code style="white-space:nowrap">fused.head_pass</code>, and a run o
 <table><tr><td>\u22120.500</td><td>1.5e-04</td></tr></table>
 <table style="width:100%;table-layout:fixed"><colgroup><col style="width:93%"><col style="width:7%"></colgroup>
 <tr><td>a wide column of sentences, as many words as it likes</td><td>0.52</td></tr></table>
-<div style="overflow-x:auto"><div style="width:500px;height:10px">wider than a phone, in a box that scrolls</div></div>"""
+<div style="overflow-x:auto"><div style="width:500px;height:10px">wider than a phone, in a box that scrolls</div></div>
+""" + PHONE_FIGURE.format("; --mfattn-phone-width: 420px")
 
 def _player() -> str:
     """A real player from mfattn.companion.plotting.animation: a dot moving across three frames."""
@@ -137,6 +143,8 @@ FAULTS = {
     # a printout wider than the column, wrapped by the stylesheet inside a number
     # fits the column at 1280 px, but pushes the page sideways on a phone
     "phone_wide": '<div style="width:500px;height:10px"></div>',
+    # a figure whose text is 10 px high at 1280 px, and under 8 px scaled to a phone's column
+    "phone_small_text": PHONE_FIGURE.format(""),
     "split_number": '<div class="cell_output"><pre style="width:24ch;white-space:pre-wrap;overflow-wrap:anywhere">'
                     "slope at the end: 1.96e-02, floor 3.1e-03</pre></div>",
 }
@@ -150,7 +158,7 @@ EXPECTED_KIND = {"console": "console", "uncaught": "console", "request": "reques
                  "split_number": "split", "small_text": "figtext",
                  "enotation_end": "enotation", "chip": "chip", "mathjax_error": "math",
                  "small_animation_text": "figtext", "animation_no_record": "figtext", "no_text_record": "figtext",
-                 "phone_wide": "phone"}
+                 "phone_wide": "phone", "phone_small_text": "figtext"}
 # pages whose fault also shows on a phone: wider than the screen there too
 ALSO_ON_A_PHONE = {"wide", "chip"}
 
@@ -172,6 +180,7 @@ def faults(tmp_path_factory):
     by_page = {}
     for f in found:
         by_page.setdefault(f.page, set()).add(f.kind)
+    by_page["messages"] = {(f.page, f.message) for f in found}
     return by_page
 
 
@@ -183,6 +192,14 @@ def test_a_clean_page_passes(faults):
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_each_fault_is_caught_and_named(faults, name):
     assert faults.get(f"{name}.html") == {EXPECTED_KIND[name]} | ({"phone"} if name in ALSO_ON_A_PHONE else set())
+
+
+def test_a_figure_is_held_to_its_text_on_a_phone_too(faults):
+    said = [m for page, m in faults["messages"] if page == "phone_small_text.html"]
+    assert said and all(m.startswith("on a phone (390 px): smallest text ") and "under 8 px" in m for m in said), said
+    # at both widths: 5 px at 1280 px, and on a phone
+    small = [m for page, m in faults["messages"] if page == "small_text.html"]
+    assert len(small) == 2 and sum(m.startswith("on a phone") for m in small) == 1, small
 
 
 def test_bad_root(tmp_path):

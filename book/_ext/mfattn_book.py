@@ -17,6 +17,8 @@
   when half its lines or more only build verdicts or glue values (:func:`bookkeeping_share`); each
   line of a code input carries its indent, so that a wrapped line goes on under it
   (:func:`code_lines`).
+* On a phone, a figure as wide as keeps its smallest text legible, in a box that scrolls sideways
+  (:func:`phone_widths`, after the build).
 * Numbers in e-notation in the prose (glued values, docstrings: ``5.5e-04``) are written for a
   reader (``5.5 × 10⁻⁴``, ``0.0036``), as the verdict tables write theirs, and a number's sign is
   the minus sign of the math (``−0.98``, :func:`mfattn.companion.render.minus_signs`); code, math,
@@ -115,6 +117,65 @@ def code_lines(html: str) -> str:
 def _code_lines(app, pagename, templatename, context, doctree):
     if pagename.startswith("notebooks/") and isinstance(context.get("body"), str):
         context["body"] = code_lines(context["body"])
+
+
+# an <img> of a PNG under _images/ with its inline size (a retina output: half the PNG's pixels)
+_IMG = re.compile(r'(<img [^>]*src="(?:\.\./)*_images/([^"/]+\.png)" style=")([^"]*)(")')
+
+
+# an animation's picture (mfattn.companion.plotting.animation), its record in its frames' pixels, and
+# the start of a frame of its player's script (the signature and the header: the width)
+_PLAYER = re.compile(r'(<img [^>]*data-mfattn-text-px="([0-9.]+)" id="_anim_img[0-9a-f]+")(?=>)')
+_FRAME = re.compile(r'frames\[0\] = "data:image/png;base64,([A-Za-z0-9+/]{32})')
+
+
+def phone_widths(html: str, images: Path) -> str:
+    """A page's figures, each that records the height of its smallest text (in a PNG text chunk,
+    :func:`mfattn.companion.plotting.png_metadata`) given ``--mfattn-phone-width``: the width in CSS
+    px that shows that text :data:`~mfattn.companion.plotting.TEXT_PX` high, ``ceil(TEXT_PX x PNG
+    width / record)``. On a phone the stylesheet shows the figure at least that wide, in its output's
+    own sideways-scrolling box; scaled to a 390 px phone's column the chapters' figures showed their
+    text 4 to 7 px high. An animation's picture takes its record from its attribute and its width from
+    its player's first frame. ``images``: the built site's ``_images`` folder.
+    """
+    import base64
+    import math
+
+    from PIL import Image
+
+    from mfattn.companion.plotting import TEXT_KEY, TEXT_PX
+
+    def add(m):
+        try:
+            with Image.open(images / m.group(2)) as im:
+                width, record = im.width, float(im.text.get(TEXT_KEY, "none"))
+        except (OSError, ValueError):  # no such file, not a PNG, no record or "none" (a figure without text)
+            return m.group(0)
+        if not record > 0:
+            return m.group(0)
+        style = m.group(3).rstrip().rstrip(";")
+        return f"{m.group(1)}{style}; --mfattn-phone-width: {math.ceil(TEXT_PX * width / record)}px;{m.group(4)}"
+
+    def add_player(m):  # the picture of an animation's player: its record and the first frame after it
+        frame = _FRAME.search(m.string, m.end())
+        if frame is None or not float(m.group(2)) > 0:
+            return m.group(0)
+        width = int.from_bytes(base64.b64decode(frame.group(1))[16:20], "big")  # the PNG header's width
+        return f'{m.group(1)} style="--mfattn-phone-width: {math.ceil(TEXT_PX * width / float(m.group(2)))}px;"'
+
+    return _PLAYER.sub(add_player, _IMG.sub(add, html))
+
+
+def _phone_widths(app, exception):
+    """After the build (the images are in ``_images`` then): :func:`phone_widths` on every page."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        new = phone_widths(text, out / "_images")
+        if new != text:
+            page.write_text(new, encoding="utf-8")
 
 
 def _records(app) -> list[dict]:
@@ -400,4 +461,5 @@ def setup(app):
     app.connect("source-read", _chapter_head)
     app.connect("builder-inited", _claims)
     app.connect("env-get-outdated", _always_reread)
+    app.connect("build-finished", _phone_widths)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -33,8 +33,9 @@ phone's 390 px. After the page and MathJax have finished, the checker fails on
 * ``figtext``: a figure whose smallest text the page shows below :data:`TEXT_PX` px high: the height
   the PNG records of its smallest text (:data:`mfattn.companion.plotting.TEXT_KEY`, in the PNG's
   own pixels, written by the chapters' figure style; an animation's player carries it as an
-  attribute) times the width the page shows the picture at over its own width; or a chapter's
-  output figure or animation that carries no such record;
+  attribute) times the width the page shows the picture at over its own width, at 1280 px and again
+  at a phone's width (``figcheck.js``); or a chapter's output figure or animation that carries no such
+  record;
 * ``chip``: a code chip in the prose (``mfattn.models.baseline.PractitionerAttention``) whose longest
   piece without a break opportunity is wider than a phone's text column (:data:`PHONE_PX`), measured
   at 1280 px: on a phone it would leave the column;
@@ -62,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from mfattn.companion.plotting import TEXT_KEY
+from mfattn.companion.plotting import TEXT_KEY, TEXT_PX
 from mfattn.companion.render import SIGN_PATTERN
 
 VIEWPORT = {"width": 1280, "height": 900}
@@ -81,18 +82,17 @@ COLUMN_PX = 160
 #: The text column of a phone (390 px wide), in CSS px: a code chip in the prose wider than this
 #: without a place to break would leave the column there.
 PHONE_PX = 350
-#: The smallest a figure's text may be shown at :data:`VIEWPORT`, in CSS px (the body text is 16 px,
-#: a figure's tick labels about 13).
-TEXT_PX = 8
 
 # The in-page half of the checks (pagechecks.js beside this file): a function that returns a list of
 # [kind, message], with the thresholds above written into its placeholders.
 _PAGE_CHECKS = (Path(__file__).with_name("pagechecks.js").read_text()
                 .replace("__CHARS__", str(COLUMN_CHARS)).replace("__PX__", str(COLUMN_PX))
-                .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY)
                 .replace("__SIGN__", SIGN_PATTERN)
                 .replace("__PHONEPX__", str(PHONE_PX)))
 _PHONE_CHECK = Path(__file__).with_name("phonecheck.js").read_text()
+# the figures' text (figcheck.js), at both widths
+_FIGURE_CHECK = (Path(__file__).with_name("figcheck.js").read_text()
+                 .replace("__TEXTPX__", str(TEXT_PX)).replace("__TEXTKEY__", TEXT_KEY))
 
 
 @dataclass(frozen=True)
@@ -198,9 +198,11 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
                     elif int(message) > HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):
                         found.append(("height", f"{int(message):,} px tall at {VIEWPORT['width']} px, over its "
                                                 f"budget of {HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):,} px"))
+                found.extend(map(tuple, page.evaluate(_FIGURE_CHECK, "")))
                 page.set_viewport_size(PHONE_VIEWPORT)
                 page.wait_for_timeout(100)  # the layout and MathJax's reflow at the new width
-                found.extend((kind, message) for kind, message in page.evaluate(_PHONE_CHECK))
+                found.extend(map(tuple, page.evaluate(_PHONE_CHECK)))
+                found.extend(map(tuple, page.evaluate(_FIGURE_CHECK, f"on a phone ({PHONE_VIEWPORT['width']} px): ")))
                 page.close()
                 faults.extend(Fault(rel, k, m.encode('utf-8', 'replace').decode('utf-8'))
                               for k, m in dict.fromkeys(found))

@@ -1,10 +1,9 @@
 // The in-page half of `python -m mfattn check-html` (mfattn/companion/checkhtml.py), evaluated in every
 // page of the built book; checkhtml writes its thresholds into the __NAME__ placeholders. It returns a
-// list of [kind, message], one a fault.
+// list of [kind, message], one a fault. The figures' text is figcheck.js's.
 async () => {
   const faults = [];
-  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__, TEXT_PX = __TEXTPX__, TEXT_KEY = '__TEXTKEY__',
-        PHONE_PX = __PHONEPX__;
+  const COLUMN_CHARS = __CHARS__, COLUMN_PX = __PX__, PHONE_PX = __PHONEPX__;
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
   }
@@ -216,52 +215,6 @@ async () => {
     const w = c.getBoundingClientRect().width * longest / Math.max(1, text.length);
     if (w > PHONE_PX) faults.push(['chip', `a code chip ${Math.round(w)} px wide without a break, wider than a phone's ` +
                                            `column (${PHONE_PX} px): ` + describe(c)]);
-  }
-  // figures: the smallest text as the page shows it, from the record in the PNG (a tEXt chunk)
-  const pngText = async (src) => {
-    try {
-      const buf = new Uint8Array(await (await fetch(src)).arrayBuffer());
-      const dv = new DataView(buf.buffer);
-      if (buf.length < 8 || dv.getUint32(0) !== 0x89504e47) return null;
-      const latin1 = new TextDecoder('latin1');
-      for (let at = 8; at + 8 <= buf.length;) {
-        const n = dv.getUint32(at), type = latin1.decode(buf.slice(at + 4, at + 8));
-        if (type === 'IEND') break;
-        if (type === 'tEXt') {
-          const data = buf.slice(at + 8, at + 8 + n), z = data.indexOf(0);
-          if (z > 0 && latin1.decode(data.slice(0, z)) === TEXT_KEY) return latin1.decode(data.slice(z + 1));
-        }
-        at += 12 + n;
-      }
-    } catch (e) { /* an image that cannot be read has no record */ }
-    return null;
-  };
-  for (const img of col.querySelectorAll('div.animation img')) {
-    // the animation player's picture: its record is an attribute (plotting.animation), in the frame's pixels
-    const rec = img.getAttribute('data-mfattn-text-px');
-    const w = img.getBoundingClientRect().width;
-    if (rec === null) { faults.push(['figtext', 'an animation without a record of its smallest text']); continue; }
-    if (!img.naturalWidth || !w || rec === 'none') continue;
-    const px = Number(rec) * w / img.naturalWidth;
-    if (!(px >= TEXT_PX)) faults.push(['figtext', `an animation's smallest text ${px.toFixed(2)} px high as shown, under ${TEXT_PX} px`]);
-  }
-  for (const img of col.querySelectorAll('img')) {
-    if (img.closest('div.animation')) continue;  // the player's picture: above
-    const src = img.currentSrc || img.src;
-    if (!/\.png([?#]|$)/i.test(src) && !src.startsWith('data:image/png')) continue;
-    const w = img.getBoundingClientRect().width;
-    if (!img.naturalWidth || !w) continue;
-    const rec = await pngText(src);
-    const name = (img.getAttribute('src') || '').slice(0, 80);
-    if (rec === null) {
-      if (img.closest('.cell_output, .output')) faults.push(['figtext', 'an output figure without a record of its smallest text: ' + name]);
-      continue;
-    }
-    const px = Number(rec) * w / img.naturalWidth;
-    if (rec !== 'none' && !(px >= TEXT_PX)) {
-      faults.push(['figtext', `smallest text ${px.toFixed(2)} px high as shown (${Math.round(w)} px of the PNG's ` +
-                              `${img.naturalWidth}), under ${TEXT_PX} px: ` + name]);
-    }
   }
   return faults;
 }

@@ -31,6 +31,10 @@ ANIMATION_DPI = 80
 #: PNG's own pixels (font size in points times the drawing's dots per inch over 72). The book checker
 #: (``python -m mfattn check-html``) reads it and scales it by the size the page shows the figure at.
 TEXT_KEY = "mfattn smallest text px"
+#: The smallest a figure's text may be shown, in CSS px (the body text is 16 px, a figure's tick labels
+#: about 13 on a desktop): the book checker holds every page to it at 1280 px and on a phone, and on a
+#: phone the book widens a figure to keep it (book/_ext/mfattn_book.py, ``phone_widths``).
+TEXT_PX = 8
 
 STYLE = {
     "figure.dpi": DPI,
