@@ -95,6 +95,8 @@ def test_a_figure_gets_the_phone_width_that_shows_its_text_8_px_high(tmp_path):
     assert out[0] == ('<p><img alt="x" src="../_images/a.png" style="width: 150px; height: 50px; '
                       '--mfattn-phone-width: 480px;" /></p>')
     assert out[1:] == html.splitlines()[1:]  # no record, no text, no file: left as they were
+    # a page that an incremental build did not write again is rewritten once only
+    assert ext.phone_widths("\n".join(out), tmp_path) == "\n".join(out)
 
 
 def test_an_animation_gets_the_phone_width_of_its_frames(tmp_path):
@@ -121,3 +123,4 @@ def test_an_animation_gets_the_phone_width_of_its_frames(tmp_path):
     out = ext.phone_widths(html, tmp_path)
     assert f'style="--mfattn-phone-width: {math.ceil(8 * width / record)}px;"' in out
     assert out.replace(f' style="--mfattn-phone-width: {math.ceil(8 * width / record)}px;"', "", 1) == html
+    assert ext.phone_widths(out, tmp_path) == out

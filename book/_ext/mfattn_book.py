@@ -146,6 +146,8 @@ def phone_widths(html: str, images: Path) -> str:
     from mfattn.companion.plotting import TEXT_KEY, TEXT_PX
 
     def add(m):
+        if "--mfattn-phone-width" in m.group(3):  # a page an earlier build rewrote and this one did not write
+            return m.group(0)
         try:
             with Image.open(images / m.group(2)) as im:
                 width, record = im.width, float(im.text.get(TEXT_KEY, "none"))
