@@ -22,15 +22,12 @@ export TQDM_DISABLE := 1
 # nbval compares every committed chapter with a fresh run, through nbval-sanitize.cfg.
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with nbval-sanitize.cfg --nbval-cell-timeout=900
 # The nbval pass of `make test` runs on another kernel path than the one `make execute` takes:
-# ATen's AVX2 kernels (the chapters are executed on AVX-512; AVX2 is what most readers' CPUs take:
-# AMD before Zen 4, most laptops), one thread instead of all, MKL held to AVX2 (the path it takes on
-# AMD CPUs). Vectors of 8 floats instead of 16 sum in another order, so a chapter that prints a figure
-# its run does not determine (a last digit of rounding, the outcome of a search that depends on it)
-# fails here, on this machine, and not first on a reader's CPU. Until 2026-11-28 this pass ran ATen's
-# scalar kernels, a path no reader's CPU takes, in 15-16 min beside the unit stream; on AVX2 the pass
-# alone takes about 9 min. One thread per kernel lets two chapters run at once (pytest-xdist, a
-# notebook per worker, the longest first: notebooks/conftest.py).
-ALT_PATH := ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_ENABLE_INSTRUCTIONS=AVX2
+# ATen's scalar kernels instead of the CPU's vector ones, one thread instead of all, MKL held to
+# AVX2 (the path it takes on AMD CPUs). A chapter that prints a figure its run does not determine (a
+# last digit of rounding, the outcome of a search that depends on it) fails here, on this machine,
+# and not first on a reader's CPU. One thread per kernel lets two chapters run at once
+# (pytest-xdist, a notebook per worker, the longest first: notebooks/conftest.py).
+ALT_PATH := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MKL_ENABLE_INSTRUCTIONS=AVX2
 NBVAL_WORKERS ?= 2
 
 .PHONY: help venv test test-unit test-other-path unit nbval nbval-alt book check-html execute device-check clean
