@@ -376,3 +376,59 @@ def test_the_cost_model_scales_each_cell_by_the_work_it_reads(tmp_path):
     # a chapter that declares no cost has no model
     md.write_text(COSTED.replace(", cost: 1}", "}").replace(", cost: -1}", "}"))
     assert estimate(md, check_values(md, {})) is None
+
+
+def test_a_run_without_cache_dir_leaves_no_folder_behind(tmp_path):
+    """setup's temporary folder goes with its process: at exit, or, for a process killed as nbval kills its
+    kernels, at the next setup; a live process's folder and a named cache_dir stay."""
+    import os
+    import signal
+    import time
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    run = ("import os, pathlib, signal, sys; from mfattn.companion.book import setup\n"
+           "cfg = setup('07', {'profile': 'ci', 'device': 'cpu', 'cache_dir': sys.argv[2] or None})\n"
+           "(pathlib.Path(cfg.folder) / 'work.json').write_text('{}')\n"
+           "print('folder:', cfg.folder, flush=True)\n"
+           "if sys.argv[1] == 'kill': os.kill(os.getpid(), signal.SIGKILL)\n"
+           "if sys.argv[1] == 'wait': sys.stdin.readline()\n")
+
+    def folder(out):  # the line the run printed after setup's parameter table
+        return Path(next(ln for ln in out.splitlines() if ln.startswith("folder: "))[len("folder: "):])
+
+    def start(how, cache_dir=""):
+        return subprocess.Popen([sys.executable, "-c", run, how, cache_dir], env=env, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    done = start("exit")
+    exited = folder(done.communicate()[0])
+    assert done.returncode == 0 and exited.parent == tmp_path and not exited.exists()
+
+    killed = start("kill")
+    left = folder(killed.communicate()[0])
+    assert killed.returncode == -signal.SIGKILL and (left / "work.json").exists()  # no exit handler ran
+
+    alive = start("wait")
+    alive_folder = folder(_until_folder(alive))
+    named = tmp_path / "named"  # the runner makes the folder it names
+    named.mkdir()
+    kept = start("exit", str(named))
+    assert folder(kept.communicate()[0]) == named and (named / "work.json").exists()
+
+    later = start("wait")
+    later_folder = folder(_until_folder(later))
+    assert not left.exists()  # the killed process's folder went at the next setup
+    assert (alive_folder / "work.json").exists() and (later_folder / "work.json").exists()
+    for p in (alive, later):
+        p.communicate("\n")
+    time.sleep(0.1)
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["named"]
+
+
+def _until_folder(proc):
+    """The output of a running process up to its folder line."""
+    lines = []
+    while not (lines and lines[-1].startswith("folder: ")):
+        lines.append(proc.stdout.readline())
+        assert lines[-1], "the process ended before it printed its folder"
+    return "".join(lines)

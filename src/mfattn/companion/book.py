@@ -11,6 +11,8 @@ gathers their names, so a chapter has one import.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -117,7 +119,8 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     -------
     types.SimpleNamespace
         ``profile`` and every declared parameter, then ``seed``, ``device`` (a ``torch.device``) and
-        ``folder`` (``cache_dir``, or a new temporary folder: finished work of :mod:`mfattn.companion.sweep`).
+        ``folder`` (``cache_dir``, or a new temporary folder, removed when the process exits: finished
+        work of :mod:`mfattn.companion.sweep`).
 
     Raises
     ------
@@ -137,8 +140,6 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     ...
     ValueError: n_seeds = -1: must be > 0
     """
-    import tempfile
-
     from . import plotting
     from .chapters import check_values, declared, find_chapter, repo_root
 
@@ -154,5 +155,31 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     plotting.use()
     show_config(cfg, src, namespace)  # the device as the reader set it; cfg.device is then what it picks
     cfg.device = pick_device(cfg.device)
-    cfg.folder = values.get("cache_dir") or tempfile.mkdtemp(prefix=f"mfattn-{src.stem[:2]}-")
+    cfg.folder = values.get("cache_dir") or _passing_folder(src.stem[:2])
     return cfg
+
+
+def _passing_folder(stem: str) -> str:
+    """A temporary folder for the finished work of a run that names no ``cache_dir`` (nbval, a reader's
+    Jupyter, a test). It goes when the process exits; a kernel that was killed (nbval stops its kernels
+    with SIGKILL) runs no exit handler, so each call also removes the folders of processes no longer alive.
+    A chapter's sweeps fill hundreds of megabytes, and they were left behind run after run."""
+    import atexit
+    import re
+    import shutil
+    import tempfile
+
+    if os.name == "posix":  # os.kill(pid, 0) only asks on POSIX; elsewhere it would end the process
+        for old in Path(tempfile.gettempdir()).glob("mfattn-*-pid*-*"):
+            m = re.fullmatch(r"mfattn-\w+-pid(\d+)-\w+", old.name)
+            if m is None or int(m[1]) == os.getpid():
+                continue
+            try:
+                os.kill(int(m[1]), 0)
+            except ProcessLookupError:
+                shutil.rmtree(old, ignore_errors=True)
+            except PermissionError:  # alive, another user's
+                pass
+    folder = tempfile.mkdtemp(prefix=f"mfattn-{stem}-pid{os.getpid()}-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
