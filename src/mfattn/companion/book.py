@@ -11,7 +11,6 @@ gathers their names, so a chapter has one import.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -159,27 +158,39 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     return cfg
 
 
+_HELD = []  # the open lock files of this process's temporary folders: a lock lasts as long as its file is open
+
+
 def _passing_folder(stem: str) -> str:
     """A temporary folder for the finished work of a run that names no ``cache_dir`` (nbval, a reader's
-    Jupyter, a test). It goes when the process exits; a kernel that was killed (nbval stops its kernels
-    with SIGKILL) runs no exit handler, so each call also removes the folders of processes no longer alive.
-    A chapter's sweeps fill hundreds of megabytes, and they were left behind run after run."""
+    Jupyter, a test). It goes when the process exits. A kernel that is killed (nbval stops its kernels
+    with SIGKILL) runs no exit handler, so the folder holds a lock file, locked (``flock``) for as long as
+    its process lives, and each call removes the folders whose lock it can take: the system released
+    their locks when their processes ended, however they ended. A chapter's sweeps fill hundreds of
+    megabytes, and they were left behind run after run."""
     import atexit
-    import re
     import shutil
     import tempfile
 
-    if os.name == "posix":  # os.kill(pid, 0) only asks on POSIX; elsewhere it would end the process
-        for old in Path(tempfile.gettempdir()).glob("mfattn-*-pid*-*"):
-            m = re.fullmatch(r"mfattn-\w+-pid(\d+)-\w+", old.name)
-            if m is None or int(m[1]) == os.getpid():
-                continue
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: removed at exit only
+        fcntl = None
+    root = Path(tempfile.gettempdir())
+    if fcntl is not None:
+        for old in root.glob("mfattn-*-run-*"):
             try:
-                os.kill(int(m[1]), 0)
-            except ProcessLookupError:
-                shutil.rmtree(old, ignore_errors=True)
-            except PermissionError:  # alive, another user's
+                with open(old / ".alive", "rb") as f:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken: its process has ended
+                    shutil.rmtree(old, ignore_errors=True)
+            except OSError:  # held by a live process, gone already, or not ours to read
                 pass
-    folder = tempfile.mkdtemp(prefix=f"mfattn-{stem}-pid{os.getpid()}-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
+    # made under a name the sweep does not match, locked, then renamed: no sweep sees it unlocked
+    start = Path(tempfile.mkdtemp(prefix=".mfattn-starting-"))
+    if fcntl is not None:
+        _HELD.append(open(start / ".alive", "wb"))
+        fcntl.flock(_HELD[-1], fcntl.LOCK_EX)
+    folder = root / f"mfattn-{stem}-run-{start.name.rsplit('-', 1)[1]}"
+    start.rename(folder)
+    atexit.register(shutil.rmtree, str(folder), ignore_errors=True)
+    return str(folder)
