@@ -96,8 +96,10 @@ def toy(tmp_path):
     return root
 
 
-def cli(root, *args, **kw):
+def cli(root, *args, tmp=None, **kw):
     env = dict(os.environ, TQDM_DISABLE="1")  # as under make test: the terminal bars of mfattn run still show
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     return subprocess.run([sys.executable, "-m", "mfattn", *args], cwd=root, capture_output=True, text=True,
                           timeout=300, env=env, **kw)
 
@@ -326,6 +328,39 @@ def test_html_pages_share_one_copy_of_the_theme_assets(toy):
     res = cli(toy, "clean", "--chapter", "my-run", "--yes")
     assert res.returncode == 0 and "removed 1 entries" in res.stdout and not (toy / "runs" / "my-run").exists()
     assert cli(toy, "clean", "--chapter", "no-such").returncode == 2
+
+
+def test_clean_takes_the_temporary_folders_of_ended_runs_and_earlier_versions_only(toy, tmp_path):
+    import fcntl
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    folders = {name: tmp / name for name in ("mfattn-07-run-ended000", "mfattn-07-run-alive000", "mfattn-03-k2j4x9q1",
+                                              "mfattn-03-recent01", "mfattn-kernel-abc", "mfattn-05-run-nolock00")}
+    for f in folders.values():
+        f.mkdir()
+        (f / "point.json").write_bytes(b"x" * 1000)
+    (folders["mfattn-07-run-ended000"] / ".alive").write_bytes(b"")  # a lock file nobody holds: its run ended
+    held = open(folders["mfattn-07-run-alive000"] / ".alive", "wb")  # this process holds it: alive
+    fcntl.flock(held, fcntl.LOCK_EX)
+    day_ago = time.time() - 86400  # an earlier version's folder (no lock), unchanged for a day
+    for f in (folders["mfattn-03-k2j4x9q1"], folders["mfattn-03-k2j4x9q1"] / "point.json"):
+        os.utime(f, (day_ago, day_ago))
+    going = {"mfattn-07-run-ended000", "mfattn-03-k2j4x9q1"}
+
+    res = cli(toy, "runs", tmp=tmp)
+    assert res.returncode == 0 and ("-", "temporary", "2") in {tuple(ln.split()[:3]) for ln in res.stdout.splitlines()}
+    assert f"and {tmp} (temporary)" in res.stdout
+    res = cli(toy, "clean", "--temporary", tmp=tmp)
+    assert res.returncode == 0 and "2 entries" in res.stdout and all(f.exists() for f in folders.values())
+    assert {Path(ln.split()[-1]).name for ln in res.stdout.splitlines() if ln.startswith("would remove")} == going
+    res = cli(toy, "clean", "--caches", "--yes", tmp=tmp)  # another kind: the folders stay
+    assert all(f.exists() for f in folders.values())
+    res = cli(toy, "clean", "--temporary", "--yes", tmp=tmp)
+    assert res.returncode == 0 and "removed 2 entries" in res.stdout
+    assert {f.name for f in tmp.iterdir()} == set(folders) - going
+    held.close()
 
 
 def test_compare_prints_a_run_beside_the_committed_verdicts(toy):

@@ -164,31 +164,28 @@ _HELD = []  # the open lock files of this process's temporary folders: a lock la
 def _passing_folder(stem: str) -> str:
     """A temporary folder for the finished work of a run that names no ``cache_dir`` (nbval, a reader's
     Jupyter, a test). It goes when the process exits. A kernel that is killed (nbval stops its kernels
-    with SIGKILL) runs no exit handler, so the folder holds a lock file, locked (``flock``) for as long as
-    its process lives, and each call removes the folders whose lock it can take: the system released
-    their locks when their processes ended, however they ended. A chapter's sweeps fill hundreds of
-    megabytes, and they were left behind run after run."""
+    with SIGKILL) runs no exit handler, so the folder holds a lock file (:data:`mfattn.companion.disk.LOCK`),
+    locked for as long as its process lives, and each call removes the folders whose lock it can take
+    (:func:`mfattn.companion.disk.ended`). A chapter's sweeps fill hundreds of megabytes, and they were
+    left behind run after run."""
     import atexit
     import shutil
     import tempfile
 
+    from .disk import LOCK, ended
+
+    root = Path(tempfile.gettempdir())
+    for old in root.glob("mfattn-*-run-*"):
+        if ended(old):
+            shutil.rmtree(old, ignore_errors=True)
+    # made under a name the sweep does not match, locked, then renamed: no sweep sees it unlocked
+    start = Path(tempfile.mkdtemp(prefix=".mfattn-starting-"))
     try:
         import fcntl
     except ImportError:  # not POSIX: removed at exit only
-        fcntl = None
-    root = Path(tempfile.gettempdir())
-    if fcntl is not None:
-        for old in root.glob("mfattn-*-run-*"):
-            try:
-                with open(old / ".alive", "rb") as f:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken: its process has ended
-                    shutil.rmtree(old, ignore_errors=True)
-            except OSError:  # held by a live process, gone already, or not ours to read
-                pass
-    # made under a name the sweep does not match, locked, then renamed: no sweep sees it unlocked
-    start = Path(tempfile.mkdtemp(prefix=".mfattn-starting-"))
-    if fcntl is not None:
-        _HELD.append(open(start / ".alive", "wb"))
+        pass
+    else:
+        _HELD.append(open(start / LOCK, "wb"))
         fcntl.flock(_HELD[-1], fcntl.LOCK_EX)
     folder = root / f"mfattn-{stem}-run-{start.name.rsplit('-', 1)[1]}"
     start.rename(folder)

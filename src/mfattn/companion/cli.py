@@ -253,9 +253,10 @@ def _delegate(module: str, function: str, *, status: bool):
 COMMANDS = {
     "run": (_cmd_run, "execute a chapter with parameters (papermill)"),
     "list": (_cmd_list, "the chapters: name, title, measured run time of the committed ci notebook"),
-    "runs": (_cmd_runs, "what runs/ holds (caches, replicates, runs, page assets), by chapter, with sizes"),
-    "clean": (_cmd_clean, "remove caches, replicates or runs from runs/ (lists them first: nothing goes "
-              "without --yes)"),
+    "runs": (_cmd_runs, "what runs/ holds (caches, replicates, runs, page assets), by chapter, with sizes, "
+             "and the temporary folders runs left"),
+    "clean": (_cmd_clean, "remove caches, replicates or runs from runs/, or temporary folders runs left "
+              "(lists them first: nothing goes without --yes)"),
     "cache": (_cmd_cache, "pack one configuration's finished work into an archive, or restore one (a long "
               "run in slices on machines lent for minutes)"),
     "compare": (_cmd_compare, "a run's verdicts beside the committed notebook's"),

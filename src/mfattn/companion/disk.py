@@ -8,21 +8,109 @@ Everything the runner writes lies under the checkout's ``runs/`` (ignored by git
   with their HTML pages;
 * ``runs/.html-static/DIGEST/``: the theme's assets that HTML pages share (``mfattn.companion.runner.write_html``).
 
+Beside them, in the system's temporary folder, a run that names no ``cache_dir`` (nbval, a reader's
+Jupyter) keeps its work in ``mfattn-NN-run-*`` (:func:`mfattn.companion.book.setup`); it goes with its
+process, and a killed process's folder goes at the next run (:func:`ended`). :func:`inventory` lists
+those whose process has ended, and the folders of earlier versions, which they left behind.
+
 :func:`inventory` lists them with their sizes; :func:`clean` removes a selection, and only shows what
 it would remove unless told ``yes``.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["KINDS", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
+__all__ = ["KINDS", "LOCK", "ended", "temporary", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
 
-#: What an entry of ``runs/`` is.
-KINDS = ("cache", "replicate", "run", "html-assets")
+#: What an entry is: of ``runs/``, or a temporary folder a run left (:func:`temporary`).
+KINDS = ("cache", "replicate", "run", "html-assets", "temporary")
+
+#: The file in a run's temporary folder that its process keeps locked (``flock``) while it lives.
+LOCK = ".alive"
+
+#: An earlier version's temporary folder (``mfattn-07-ab12cd34``): it holds no lock, so only its age
+#: (:data:`LEFT_AFTER` seconds unchanged) says that its run has ended.
+_EARLIER = re.compile(r"mfattn-\d\d-[a-z0-9_]{8}")
+LEFT_AFTER = 3600.0
+
+
+def ended(folder: Path) -> bool | None:
+    """Whether the process that made a run's temporary folder has ended: its lock (:data:`LOCK`) can be
+    taken, which the system allows once the process is gone, however it ended.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+
+    Returns
+    -------
+    bool or None
+        None when the folder holds no lock file (or the system has no ``flock``).
+
+    Examples
+    --------
+    >>> import fcntl, tempfile, pathlib
+    >>> from mfattn.companion.disk import LOCK, ended
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> ended(d)                                       # no lock file
+    >>> held = open(d / LOCK, "wb"); fcntl.flock(held, fcntl.LOCK_EX)
+    >>> ended(d)                                       # locked: its process lives
+    False
+    >>> held.close(); ended(d)                         # the lock went with the file
+    True
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        with open(Path(folder) / LOCK, "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except FileNotFoundError:
+        return None
+    except OSError:  # held (BlockingIOError), or not ours to read
+        return False
+
+
+def temporary(tmp=None) -> list[Path]:
+    """The temporary folders runs left in ``tmp`` (the system's temporary folder by default): those of
+    ended processes (:func:`ended`) and those of earlier versions unchanged for :data:`LEFT_AFTER` seconds.
+
+    Parameters
+    ----------
+    tmp : pathlib.Path or None
+
+    Returns
+    -------
+    list of pathlib.Path
+        Sorted by name.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from mfattn.companion.disk import temporary
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("mfattn-07-run-ab12cd34", "mfattn-07-ab12cd34", "mfattn-kernel-ab12cd34"):
+    ...     (tmp / name).mkdir()
+    >>> _ = (tmp / "mfattn-07-run-ab12cd34" / ".alive").write_bytes(b"")   # unlocked: its process ended
+    >>> [p.name for p in temporary(tmp)]                                    # the earlier one is too recent
+    ['mfattn-07-run-ab12cd34']
+    """
+    tmp, now = Path(tmp or tempfile.gettempdir()), time.time()
+    out = []
+    for p in sorted(tmp.glob("mfattn-*")):
+        if "-run-" in p.name and ended(p):
+            out.append(p)
+        elif _EARLIER.fullmatch(p.name) and p.is_dir() and now - _mtime(p) >= LEFT_AFTER:
+            out.append(p)
+    return out
 
 
 def _size(path: Path) -> int:
@@ -36,19 +124,22 @@ def _mtime(path: Path) -> float:
     return max(f.lstat().st_mtime for f in [path, *inside])
 
 
-def inventory(root: Path) -> list[dict]:
-    """Every entry of ``root/runs``: its kind (:data:`KINDS`), chapter, path, bytes and last change.
+def inventory(root: Path, tmp=None) -> list[dict]:
+    """Every entry of ``root/runs``, and the temporary folders runs left (:func:`temporary`): its kind
+    (:data:`KINDS`), chapter, path, bytes and last change.
 
     Parameters
     ----------
     root : pathlib.Path
         The checkout.
+    tmp : pathlib.Path or None
+        Where to look for temporary folders (default: the system's temporary folder).
 
     Returns
     -------
     list of dict
         ``{"kind", "chapter", "path", "bytes", "mtime"}``, one per cache configuration, replicate
-        seed, run folder and shared asset set; empty when there is no ``runs/``.
+        seed, run folder, shared asset set and temporary folder.
 
     Examples
     --------
@@ -57,7 +148,7 @@ def inventory(root: Path) -> list[dict]:
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> (root / "runs" / "05-stability" / "cache" / "abc").mkdir(parents=True)
     >>> _ = (root / "runs" / "05-stability" / "cache" / "abc" / "p.json").write_text("{}")
-    >>> [(e["kind"], e["chapter"], e["bytes"]) for e in inventory(root)]
+    >>> [(e["kind"], e["chapter"], e["bytes"]) for e in inventory(root, tmp=root)]
     [('cache', '05-stability', 2)]
     """
     runs = Path(root) / "runs"
@@ -73,6 +164,7 @@ def inventory(root: Path) -> list[dict]:
                     found += [(sub.name, top.name, d) for d in sorted(sub.iterdir())]
                 else:
                     found.append(("run", top.name, sub))
+    found += [("temporary", "-", p) for p in temporary(tmp)]
     return [{"kind": k, "chapter": c, "path": p, "bytes": _size(p), "mtime": _mtime(p)} for k, c, p in found]
 
 
@@ -94,13 +186,14 @@ def main_runs(root: Path) -> int:
     print(f"{'chapter'.ljust(w)}  {'kind'.ljust(11)}  {'items':>5}  {'size':>10}  last change")
     for (chapter, kind), (n, b, t) in sorted(groups.items()):
         print(f"{chapter.ljust(w)}  {kind.ljust(11)}  {n:>5}  {_mb(b):>10}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(t))}")
-    print(f"total {_mb(sum(e['bytes'] for e in items))} in {Path(root) / 'runs'}; "
+    also = f" and {tempfile.gettempdir()} (temporary)" if any(e["kind"] == "temporary" for e in items) else ""
+    print(f"total {_mb(sum(e['bytes'] for e in items))} in {Path(root) / 'runs'}{also}; "
           "python -m mfattn clean shows what it would remove")
     return 0
 
 
 def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_days: float | None = None,
-          yes: bool = False) -> list[dict]:
+          yes: bool = False, tmp=None) -> list[dict]:
     """Remove the entries of ``runs/`` of the given kinds (and chapter, and age); with ``yes=False``
     remove nothing and return what would go. Shared HTML assets go only when no page links to them.
 
@@ -116,6 +209,8 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
         Only entries unchanged for at least this many days.
     yes : bool
         Remove them; otherwise only list.
+    tmp : pathlib.Path or None
+        Where to look for temporary folders (:func:`inventory`).
 
     Returns
     -------
@@ -128,9 +223,9 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
     >>> from mfattn.companion.disk import clean
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> (root / "runs" / "05-stability" / "cache" / "abc").mkdir(parents=True)
-    >>> [e["kind"] for e in clean(root)], (root / "runs" / "05-stability" / "cache" / "abc").exists()
+    >>> [e["kind"] for e in clean(root, tmp=root)], (root / "runs" / "05-stability" / "cache" / "abc").exists()
     (['cache'], True)
-    >>> [e["kind"] for e in clean(root, yes=True)], (root / "runs" / "05-stability" / "cache" / "abc").exists()
+    >>> [e["kind"] for e in clean(root, yes=True, tmp=root)], (root / "runs" / "05-stability" / "cache" / "abc").exists()
     (['cache'], False)
     """
     bad = sorted(set(kinds) - set(KINDS))
@@ -138,7 +233,7 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
         raise ValueError(f"kinds: {bad} are not among {list(KINDS)}")
     if older_than_days is not None and not older_than_days >= 0:
         raise ValueError(f"older_than_days: expected a number >= 0, got {older_than_days!r}")
-    items, now = inventory(root), time.time()
+    items, now = inventory(root, tmp), time.time()
     old = lambda e: older_than_days is None or now - e["mtime"] >= 86400 * older_than_days  # noqa: E731
     chosen = [e for e in items if e["kind"] in kinds and e["kind"] != "html-assets" and old(e)
               and (chapter is None or e["chapter"] == chapter)]
@@ -158,7 +253,7 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
             else:
                 p.unlink(missing_ok=True)
             # folders the removal left empty (runs/CHAPTER/cache/, runs/CHAPTER/) go too
-            for parent in p.parents:
+            for parent in p.parents if e["kind"] != "temporary" else ():
                 if parent == Path(root) / "runs" or not parent.is_dir() or any(parent.iterdir()):
                     break
                 parent.rmdir()
@@ -168,7 +263,8 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
 def main_clean(root: Path, args) -> int:
     """``python -m mfattn clean``: list what the selection would remove, or remove it with ``--yes``."""
     kinds = [k for k, flag in (("cache", args.caches), ("replicate", args.replicates), ("run", args.runs),
-                               ("html-assets", args.runs or args.html_assets)) if flag] or list(KINDS)
+                               ("html-assets", args.runs or args.html_assets), ("temporary", args.temporary))
+             if flag] or list(KINDS)
     chosen = clean(root, kinds, chapter=args.chapter, older_than_days=args.older_than, yes=args.yes)
     total = _mb(sum(e["bytes"] for e in chosen))
     for e in chosen:
@@ -292,6 +388,8 @@ def add_arguments(p) -> None:
     p.add_argument("--replicates", action="store_true", help="replication runs (runs/CHAPTER/replicate/)")
     p.add_argument("--runs", action="store_true", help="executed notebooks and their pages (runs/CHAPTER/*/)")
     p.add_argument("--html-assets", action="store_true", help="shared page assets no page links to")
+    p.add_argument("--temporary", action="store_true", help="temporary folders of ended runs that named no "
+                   f"cache_dir, in {tempfile.gettempdir()}, and those earlier versions left")
     p.add_argument("--chapter", default=None, help="only this chapter (name or prefix), or a folder of runs/ "
                    "that `runs` lists")
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="only what is unchanged that long")
