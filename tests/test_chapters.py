@@ -391,6 +391,8 @@ def test_a_run_without_cache_dir_leaves_no_folder_behind(tmp_path):
            "(pathlib.Path(cfg.folder) / 'work.json').write_text('{}')\n"
            "print('folder:', cfg.folder, flush=True)\n"
            "if sys.argv[1] == 'kill': os.kill(os.getpid(), signal.SIGKILL)\n"
+           "if sys.argv[1] == 'fork' and os.fork() == 0: sys.exit(0)  # a child that exits normally\n"
+           "if sys.argv[1] == 'fork': os.wait(); print('child gone, folder kept:', os.path.isdir(cfg.folder))\n"
            "if sys.argv[1] == 'wait': sys.stdin.readline()\n")
 
     def folder(out):  # the line the run printed after setup's parameter table
@@ -403,6 +405,10 @@ def test_a_run_without_cache_dir_leaves_no_folder_behind(tmp_path):
     done = start("exit")
     exited = folder(done.communicate()[0])
     assert done.returncode == 0 and exited.parent == tmp_path and not exited.exists()
+
+    forked = start("fork")
+    out = forked.communicate()[0]
+    assert "child gone, folder kept: True" in out and not folder(out).exists()
 
     killed = start("kill")
     left = folder(killed.communicate()[0])

@@ -169,6 +169,7 @@ def _passing_folder(stem: str) -> str:
     (:func:`mfattn.companion.disk.ended`). A chapter's sweeps fill hundreds of megabytes, and they were
     left behind run after run."""
     import atexit
+    import os
     import shutil
     import tempfile
 
@@ -189,5 +190,6 @@ def _passing_folder(stem: str) -> str:
         fcntl.flock(_HELD[-1], fcntl.LOCK_EX)
     folder = root / f"mfattn-{stem}-run-{start.name.rsplit('-', 1)[1]}"
     start.rename(folder)
-    atexit.register(shutil.rmtree, str(folder), ignore_errors=True)
+    owner = os.getpid()  # a forked child that exits normally runs the handler too: it leaves the folder be
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
     return str(folder)
