@@ -10,10 +10,10 @@ Everything the runner writes lies under the checkout's ``runs/`` (ignored by git
 
 Beside them, in the system's temporary folder, a run that names no ``cache_dir`` (nbval, a reader's
 Jupyter) keeps its work in ``mfattn-NN-run-*`` (:func:`mfattn.companion.book.setup`); it goes with its
-process, and a killed process's folder goes at the next run (:func:`ended`). :func:`inventory` lists
-those whose process has ended, and the folders of earlier versions, which they left behind.
+process, and a killed process's folder goes at the next run (:func:`ended`). Those of ended processes
+that are still there, and the folders earlier versions left behind, are entries too (:func:`temporary`).
 
-:func:`inventory` lists them with their sizes; :func:`clean` removes a selection, and only shows what
+:func:`inventory` lists the entries with their sizes; :func:`clean` removes a selection, and only shows what
 it would remove unless told ``yes``.
 """
 
@@ -173,7 +173,8 @@ def _mb(n: int) -> str:
 
 
 def main_runs(root: Path) -> int:
-    """``python -m mfattn runs``: what ``runs/`` holds, by chapter and kind, with sizes; returns 0."""
+    """``python -m mfattn runs``: what ``runs/`` holds, by chapter and kind, with sizes, and the temporary
+    folders runs left; returns 0."""
     items = inventory(root)
     if not items:
         print(f"{Path(root) / 'runs'}: empty")
@@ -194,7 +195,7 @@ def main_runs(root: Path) -> int:
 
 def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_days: float | None = None,
           yes: bool = False, tmp=None) -> list[dict]:
-    """Remove the entries of ``runs/`` of the given kinds (and chapter, and age); with ``yes=False``
+    """Remove the entries (:func:`inventory`) of the given kinds (and chapter, and age); with ``yes=False``
     remove nothing and return what would go. Shared HTML assets go only when no page links to them.
 
     Parameters
