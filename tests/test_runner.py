@@ -57,7 +57,7 @@ from mfattn.companion.book import check_close, report, setup
 from mfattn.companion.sweep import run_sweep
 
 cfg = setup("01", globals())
-folder = cache_dir or tempfile.mkdtemp()
+folder = cfg.folder
 
 def point(i):
     time.sleep(cfg.delay)
@@ -361,6 +361,16 @@ def test_clean_takes_the_temporary_folders_of_ended_runs_and_earlier_versions_on
     assert res.returncode == 0 and "removed 2 entries" in res.stdout
     assert {f.name for f in tmp.iterdir()} == set(folders) - going
     held.close()
+
+
+def test_a_run_leaves_nothing_in_the_temporary_folder(toy, tmp_path):
+    # the kernel's sockets and connection file, and the work of a run that keeps none (--no-cache)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    res = cli(toy, "run", "01", "--no-cache", "--out", str(toy / "out"), "--quiet", tmp=tmp)
+    assert res.returncode == 0, res.stderr
+    assert "received:" in (toy / "out" / "01-toy.ipynb").read_text()  # it ran through
+    assert sorted(p.name for p in tmp.iterdir()) == []
 
 
 def test_compare_prints_a_run_beside_the_committed_verdicts(toy):

@@ -166,19 +166,17 @@ def _passing_folder(stem: str) -> str:
     Jupyter, a test). It goes when the process exits. A kernel that is killed (nbval stops its kernels
     with SIGKILL) runs no exit handler, so the folder holds a lock file (:data:`mfattn.companion.disk.LOCK`),
     locked for as long as its process lives, and each call removes the folders whose lock it can take
-    (:func:`mfattn.companion.disk.ended`). A chapter's sweeps fill hundreds of megabytes, and they were
+    (:func:`mfattn.companion.disk.sweep`), as does ``python -m mfattn run`` after its kernel. A chapter's sweeps fill hundreds of megabytes, and they were
     left behind run after run."""
     import atexit
     import os
     import shutil
     import tempfile
 
-    from .disk import LOCK, ended
+    from .disk import LOCK, sweep
 
+    sweep()
     root = Path(tempfile.gettempdir())
-    for old in root.glob("mfattn-*-run-*"):
-        if ended(old):
-            shutil.rmtree(old, ignore_errors=True)
     # made under a name the sweep does not match, locked, then renamed: no sweep sees it unlocked
     start = Path(tempfile.mkdtemp(prefix=".mfattn-starting-"))
     try:

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["KINDS", "LOCK", "ended", "temporary", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
+__all__ = ["KINDS", "LOCK", "ended", "sweep", "temporary", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
 
 #: What an entry is: of ``runs/``, or a temporary folder a run left (:func:`temporary`).
 KINDS = ("cache", "replicate", "run", "html-assets", "temporary")
@@ -79,6 +79,26 @@ def ended(folder: Path) -> bool | None:
         return False
 
 
+def sweep(tmp=None) -> None:
+    """Remove the temporary folders of runs whose process has ended (:func:`ended`) from ``tmp`` (the
+    system's temporary folder by default); the folders of earlier versions stay (:func:`temporary`).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from mfattn.companion.disk import sweep
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("mfattn-07-run-ab12cd34", "mfattn-07-ab12cd34"):
+    ...     (tmp / name).mkdir()
+    >>> _ = (tmp / "mfattn-07-run-ab12cd34" / LOCK).write_bytes(b"")   # unlocked: its process ended
+    >>> sweep(tmp); sorted(p.name for p in tmp.iterdir())
+    ['mfattn-07-ab12cd34']
+    """
+    for old in Path(tmp or tempfile.gettempdir()).glob("mfattn-*-run-*"):
+        if ended(old):
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def temporary(tmp=None) -> list[Path]:
     """The temporary folders runs left in ``tmp`` (the system's temporary folder by default): those of
     ended processes (:func:`ended`) and those of earlier versions unchanged for :data:`LEFT_AFTER` seconds.
@@ -106,7 +126,7 @@ def temporary(tmp=None) -> list[Path]:
     tmp, now = Path(tmp or tempfile.gettempdir()), time.time()
     out = []
     for p in sorted(tmp.glob("mfattn-*")):
-        if "-run-" in p.name and ended(p):
+        if p.match("mfattn-*-run-*") and ended(p):
             out.append(p)
         elif _EARLIER.fullmatch(p.name) and p.is_dir() and now - _mtime(p) >= LEFT_AFTER:
             out.append(p)

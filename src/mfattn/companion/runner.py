@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from . import disk
+
 # UserError: one line on stderr, exit status 2
 from .chapters import (UserError, chapter_cells, check_values, estimate, growth, profiles, recorded, repo_root,
                        strip_papermill, title)
@@ -279,6 +281,10 @@ def _kill(km) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except (OSError, AttributeError):
             proc.kill()
+        try:
+            proc.wait(timeout=5)  # gone, and its locks with it (mfattn.companion.disk.sweep)
+        except Exception:  # noqa: BLE001 - the kill stands either way
+            pass
 
 
 def cache_folder_of(root: Path, src: Path, config: dict, device: str) -> Path:
@@ -696,8 +702,10 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
 
     sockets = tempfile.mkdtemp(prefix="mfattn-kernel-")
     # IPC sockets (local only, and no warning about unencrypted TCP on every run), in a folder of
-    # their own: with a relative prefix they would land in the chapter's folder
-    km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
+    # their own: with a relative prefix they would land in the chapter's folder; the connection file
+    # beside them (jupyter_client would write it to the temporary folder and leave it there)
+    km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"),
+                            connection_file=str(Path(sockets) / "kernel.json"))
     interrupted = []
 
     def on_sigint(signum, frame):
@@ -734,6 +742,7 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
     finally:
         signal.signal(signal.SIGINT, old_handler)
         _kill(km)
+        disk.sweep()  # the kernel's temporary folder, when the run named no cache_dir (it had no exit)
         shutil.rmtree(sockets, ignore_errors=True)
         source_nb.unlink(missing_ok=True)
         if view is not None:
