@@ -17,3 +17,11 @@ def pytest_collection_modifyitems(items):
             seconds[item.path] = ci_seconds(item.path) or 0.0  # a notebook without a recorded time goes last
     # sort is stable: items of one notebook stay in cell order
     items.sort(key=lambda item: (-seconds[item.path], str(item.path)))
+
+
+def pytest_sessionfinish(session):
+    # nbval kills each chapter's kernel, which therefore leaves its temporary folder behind
+    # (mfattn.companion.book.setup); the next chapter's setup removes it, and this the last ones
+    from mfattn.companion.disk import sweep
+
+    sweep()
