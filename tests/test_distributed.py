@@ -75,7 +75,8 @@ def test_two_processes_equal_one_process_step_for_step(tmp_path, method, N, step
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "mfattn", "shard", "--method", method, "--N", str(N), "--n-data", "24",
            "--step", str(step), "--T", str(T), "--record-every", str(step), "--out", str(out)]
-    env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
+    # torchrun leaves its (empty) log folders in the temporary folder: this test's own
+    env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1", TMPDIR=str(tmp_path))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = torch.load(out)
