@@ -57,7 +57,7 @@ def ended(folder: Path) -> bool | None:
     --------
     >>> import fcntl, tempfile, pathlib
     >>> from mfattn.companion.disk import LOCK, ended
-    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> d = pathlib.Path((d_dir := tempfile.TemporaryDirectory()).name)
     >>> ended(d)                                       # no lock file
     >>> held = open(d / LOCK, "wb"); fcntl.flock(held, fcntl.LOCK_EX)
     >>> ended(d)                                       # locked: its process lives
@@ -87,7 +87,7 @@ def sweep(tmp=None) -> None:
     --------
     >>> import tempfile, pathlib
     >>> from mfattn.companion.disk import sweep
-    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> tmp = pathlib.Path((tmp_dir := tempfile.TemporaryDirectory()).name)
     >>> for name in ("mfattn-07-run-ab12cd34", "mfattn-07-ab12cd34"):
     ...     (tmp / name).mkdir()
     >>> _ = (tmp / "mfattn-07-run-ab12cd34" / LOCK).write_bytes(b"")   # unlocked: its process ended
@@ -116,7 +116,7 @@ def temporary(tmp=None) -> list[Path]:
     --------
     >>> import tempfile, pathlib
     >>> from mfattn.companion.disk import temporary
-    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> tmp = pathlib.Path((tmp_dir := tempfile.TemporaryDirectory()).name)
     >>> for name in ("mfattn-07-run-ab12cd34", "mfattn-07-ab12cd34", "mfattn-kernel-ab12cd34"):
     ...     (tmp / name).mkdir()
     >>> _ = (tmp / "mfattn-07-run-ab12cd34" / ".alive").write_bytes(b"")   # unlocked: its process ended
@@ -165,7 +165,7 @@ def inventory(root: Path, tmp=None) -> list[dict]:
     --------
     >>> import tempfile, pathlib
     >>> from mfattn.companion.disk import inventory
-    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> root = pathlib.Path((root_dir := tempfile.TemporaryDirectory()).name)
     >>> (root / "runs" / "05-stability" / "cache" / "abc").mkdir(parents=True)
     >>> _ = (root / "runs" / "05-stability" / "cache" / "abc" / "p.json").write_text("{}")
     >>> [(e["kind"], e["chapter"], e["bytes"]) for e in inventory(root, tmp=root)]
@@ -242,7 +242,7 @@ def clean(root: Path, kinds=KINDS, *, chapter: str | None = None, older_than_day
     --------
     >>> import tempfile, pathlib
     >>> from mfattn.companion.disk import clean
-    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> root = pathlib.Path((root_dir := tempfile.TemporaryDirectory()).name)
     >>> (root / "runs" / "05-stability" / "cache" / "abc").mkdir(parents=True)
     >>> [e["kind"] for e in clean(root, tmp=root)], (root / "runs" / "05-stability" / "cache" / "abc").exists()
     (['cache'], True)
@@ -336,12 +336,12 @@ def pack(root: Path, src: Path, values: dict, out) -> tuple[Path, int]:
     >>> from mfattn.companion.disk import pack, restore
     >>> from mfattn.companion.runner import cache_folder_of
     >>> src = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "05-stability.md"
-    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> root = pathlib.Path((root_dir := tempfile.TemporaryDirectory()).name)
     >>> folder = cache_folder_of(root, src, check_values(src, {}), "cpu")
     >>> folder.mkdir(parents=True)
     >>> _ = (folder / "point.json").write_text("{}")
     >>> archive, n = pack(root, src, {}, root / "slice.tar.gz")
-    >>> other = pathlib.Path(tempfile.mkdtemp())          # another checkout of the same commit
+    >>> other = pathlib.Path((other_dir := tempfile.TemporaryDirectory()).name)          # another checkout of the same commit
     >>> n, [p.relative_to(other).as_posix() == folder.relative_to(root).as_posix() for p in restore(other, archive)]
     (1, [True])
     """

@@ -300,7 +300,7 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
     --------
     >>> import json, pathlib, tempfile
     >>> from mfattn.companion.replicate import aggregate
-    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> d = pathlib.Path((d_dir := tempfile.TemporaryDirectory()).name)
     >>> rec = lambda v, s: dict(claim="slope", kind="claim", ref=["(15)"], measured=f"{v:.2e}", value=v,
     ...                         predicted="-0.500", tolerance="", status=s, evidence=True)
     >>> nb = {"cells": [{"outputs": [{"metadata": {"mfattn": {"verdicts": [rec(-0.5, "PASS")]}}}]}]}
@@ -453,7 +453,8 @@ def load(root: Path) -> dict:
     --------
     >>> import pathlib, tempfile
     >>> from mfattn.companion.replicate import load
-    >>> load(pathlib.Path(tempfile.mkdtemp()))
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     load(pathlib.Path(d))
     {}
     """
     return {p.stem: json.loads(p.read_text()) for p in sorted(Path(root, FOLDER).glob("*.json"))}
