@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(items):
 
 def pytest_sessionfinish(session):
     # nbval kills each chapter's kernel, which therefore leaves its temporary folder behind
-    # (mfattn.companion.book.setup); the next chapter's setup removes it, and this the last ones
-    from mfattn.companion.disk import sweep
+    # (mfattn.companion.sweep.scratch_folder); the next chapter's setup removes it, and this the last ones
+    from mfattn.companion.sweep import remove_ended
 
-    sweep()
+    remove_ended()

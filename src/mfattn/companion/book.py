@@ -11,7 +11,6 @@ gathers their names, so a chapter has one import.
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -118,8 +117,8 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     -------
     types.SimpleNamespace
         ``profile`` and every declared parameter, then ``seed``, ``device`` (a ``torch.device``) and
-        ``folder`` (``cache_dir``, or a new temporary folder, removed when the process exits: finished
-        work of :mod:`mfattn.companion.sweep`).
+        ``folder`` (``cache_dir``, or a new temporary folder that goes with the process,
+        :func:`mfattn.companion.sweep.scratch_folder`: finished work of :mod:`mfattn.companion.sweep`).
 
     Raises
     ------
@@ -141,6 +140,7 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     """
     from . import plotting
     from .chapters import check_values, declared, find_chapter, repo_root
+    from .sweep import scratch_folder
 
     src = find_chapter(repo_root(), chapter)
     table = declared(src)
@@ -154,40 +154,6 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     plotting.use()
     show_config(cfg, src, namespace)  # the device as the reader set it; cfg.device is then what it picks
     cfg.device = pick_device(cfg.device)
-    cfg.folder = values.get("cache_dir") or _passing_folder(src.stem[:2])
+    cfg.folder = values.get("cache_dir") or scratch_folder(src.stem[:2])
     return cfg
 
-
-_HELD = []  # the open lock files of this process's temporary folders: a lock lasts as long as its file is open
-
-
-def _passing_folder(stem: str) -> str:
-    """A temporary folder for the finished work of a run that names no ``cache_dir`` (nbval, a reader's
-    Jupyter, a test). It goes when the process exits. A kernel that is killed (nbval stops its kernels
-    with SIGKILL) runs no exit handler, so the folder holds a lock file (:data:`mfattn.companion.disk.LOCK`),
-    locked for as long as its process lives, and each call removes the folders whose lock it can take
-    (:func:`mfattn.companion.disk.sweep`), as does ``python -m mfattn run`` after its kernel. A chapter's sweeps fill hundreds of megabytes, and they were
-    left behind run after run."""
-    import atexit
-    import os
-    import shutil
-    import tempfile
-
-    from .disk import LOCK, sweep
-
-    sweep()
-    root = Path(tempfile.gettempdir())
-    # made under a name the sweep does not match, locked, then renamed: no sweep sees it unlocked
-    start = Path(tempfile.mkdtemp(prefix=".mfattn-starting-"))
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: removed at exit only
-        pass
-    else:
-        _HELD.append(open(start / LOCK, "wb"))
-        fcntl.flock(_HELD[-1], fcntl.LOCK_EX)
-    folder = root / f"mfattn-{stem}-run-{start.name.rsplit('-', 1)[1]}"
-    start.rename(folder)
-    owner = os.getpid()  # a forked child that exits normally runs the handler too: it leaves the folder be
-    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
-    return str(folder)

@@ -9,8 +9,8 @@ Everything the runner writes lies under the checkout's ``runs/`` (ignored by git
 * ``runs/.html-static/DIGEST/``: the theme's assets that HTML pages share (``mfattn.companion.runner.write_html``).
 
 Beside them, in the system's temporary folder, a run that names no ``cache_dir`` (nbval, a reader's
-Jupyter) keeps its work in ``mfattn-NN-run-*`` (:func:`mfattn.companion.book.setup`); it goes with its
-process, and a killed process's folder goes at the next run (:func:`ended`). Those of ended processes
+Jupyter) keeps its work in ``mfattn-NN-run-*`` (:func:`mfattn.companion.sweep.scratch_folder`); it goes
+with its process, and a killed process's folder goes at the next run. Those of ended processes
 that are still there, and the folders earlier versions left behind, are entries too (:func:`temporary`).
 
 :func:`inventory` lists the entries with their sizes; :func:`clean` removes a selection, and only shows what
@@ -26,13 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["KINDS", "LOCK", "ended", "sweep", "temporary", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
+__all__ = ["KINDS", "LEFT_AFTER", "temporary", "inventory", "clean", "pack", "restore", "main_runs", "main_clean"]
 
 #: What an entry is: of ``runs/``, or a temporary folder a run left (:func:`temporary`).
 KINDS = ("cache", "replicate", "run", "html-assets", "temporary")
-
-#: The file in a run's temporary folder that its process keeps locked (``flock``) while it lives.
-LOCK = ".alive"
 
 #: An earlier version's temporary folder (``mfattn-07-ab12cd34``): it holds no lock, so only its age
 #: (:data:`LEFT_AFTER` seconds unchanged) says that its run has ended.
@@ -40,68 +37,10 @@ _EARLIER = re.compile(r"mfattn-\d\d-[a-z0-9_]{8}")
 LEFT_AFTER = 3600.0
 
 
-def ended(folder: Path) -> bool | None:
-    """Whether the process that made a run's temporary folder has ended: its lock (:data:`LOCK`) can be
-    taken, which the system allows once the process is gone, however it ended.
-
-    Parameters
-    ----------
-    folder : pathlib.Path
-
-    Returns
-    -------
-    bool or None
-        None when the folder holds no lock file (or the system has no ``flock``).
-
-    Examples
-    --------
-    >>> import fcntl, tempfile, pathlib
-    >>> from mfattn.companion.disk import LOCK, ended
-    >>> d = pathlib.Path((d_dir := tempfile.TemporaryDirectory()).name)
-    >>> ended(d)                                       # no lock file
-    >>> held = open(d / LOCK, "wb"); fcntl.flock(held, fcntl.LOCK_EX)
-    >>> ended(d)                                       # locked: its process lives
-    False
-    >>> held.close(); ended(d)                         # the lock went with the file
-    True
-    """
-    try:
-        import fcntl
-    except ImportError:
-        return None
-    try:
-        with open(Path(folder) / LOCK, "rb") as f:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-    except FileNotFoundError:
-        return None
-    except OSError:  # held (BlockingIOError), or not ours to read
-        return False
-
-
-def sweep(tmp=None) -> None:
-    """Remove the temporary folders of runs whose process has ended (:func:`ended`) from ``tmp`` (the
-    system's temporary folder by default); the folders of earlier versions stay (:func:`temporary`).
-
-    Examples
-    --------
-    >>> import tempfile, pathlib
-    >>> from mfattn.companion.disk import sweep
-    >>> tmp = pathlib.Path((tmp_dir := tempfile.TemporaryDirectory()).name)
-    >>> for name in ("mfattn-07-run-ab12cd34", "mfattn-07-ab12cd34"):
-    ...     (tmp / name).mkdir()
-    >>> _ = (tmp / "mfattn-07-run-ab12cd34" / LOCK).write_bytes(b"")   # unlocked: its process ended
-    >>> sweep(tmp); sorted(p.name for p in tmp.iterdir())
-    ['mfattn-07-ab12cd34']
-    """
-    for old in Path(tmp or tempfile.gettempdir()).glob("mfattn-*-run-*"):
-        if ended(old):
-            shutil.rmtree(old, ignore_errors=True)
-
-
 def temporary(tmp=None) -> list[Path]:
     """The temporary folders runs left in ``tmp`` (the system's temporary folder by default): those of
-    ended processes (:func:`ended`) and those of earlier versions unchanged for :data:`LEFT_AFTER` seconds.
+    ended processes (:func:`mfattn.companion.sweep.ended`) and those of earlier versions unchanged for
+    :data:`LEFT_AFTER` seconds.
 
     Parameters
     ----------
@@ -123,6 +62,8 @@ def temporary(tmp=None) -> list[Path]:
     >>> [p.name for p in temporary(tmp)]                                    # the earlier one is too recent
     ['mfattn-07-run-ab12cd34']
     """
+    from .sweep import ended
+
     tmp, now = Path(tmp or tempfile.gettempdir()), time.time()
     out = []
     for p in sorted(tmp.glob("mfattn-*")):

@@ -33,8 +33,6 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from . import disk
-
 # UserError: one line on stderr, exit status 2
 from .chapters import (UserError, chapter_cells, check_values, estimate, growth, profiles, recorded, repo_root,
                        strip_papermill, title)
@@ -282,7 +280,7 @@ def _kill(km) -> None:
         except (OSError, AttributeError):
             proc.kill()
         try:
-            proc.wait(timeout=5)  # gone, and its locks with it (mfattn.companion.disk.sweep)
+            proc.wait(timeout=5)  # gone, and its locks with it (mfattn.companion.sweep.remove_ended)
         except Exception:  # noqa: BLE001 - the kill stands either way
             pass
 
@@ -742,7 +740,9 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
     finally:
         signal.signal(signal.SIGINT, old_handler)
         _kill(km)
-        disk.sweep()  # the kernel's temporary folder, when the run named no cache_dir (it had no exit)
+        from .sweep import remove_ended
+
+        remove_ended()  # the kernel's scratch folder, when the run named no cache_dir (it had no exit)
         shutil.rmtree(sockets, ignore_errors=True)
         source_nb.unlink(missing_ok=True)
         if view is not None:

@@ -10,7 +10,8 @@ The folder must stand for one configuration: ``python -m mfattn run`` passes eac
 ``cache_dir`` under ``runs/CHAPTER/cache/`` named by a hash of the chapter's whole effective
 configuration and of the code (``mfattn.companion.runner.cache_key``), so a changed parameter or a
 changed function never returns a stale result. Notebooks executed otherwise (nbval, the book)
-leave ``cache_dir`` at ``None`` and compute everything in a temporary folder.
+leave ``cache_dir`` at ``None`` and compute everything in a temporary folder (:func:`scratch_folder`), which
+goes with their process.
 """
 
 from __future__ import annotations
@@ -23,6 +24,125 @@ from pathlib import Path
 from typing import Callable
 
 from .._progress import progress_bar
+
+#: The file in a scratch folder (:func:`scratch_folder`) that its process keeps locked (``flock``) while it lives.
+LOCK = ".alive"
+_HELD = []  # the open lock files of this process's scratch folders: a lock lasts as long as its file is open
+
+
+def scratch_folder(tag: str) -> str:
+    """A temporary folder for the finished work of a run that names no ``cache_dir`` (nbval, a reader's
+    Jupyter, a test), ``mfattn-TAG-run-*`` in the system's temporary folder.
+
+    It goes when the process exits. A process that is killed (nbval stops its kernels with SIGKILL)
+    runs no exit handler, so the folder holds a lock file (:data:`LOCK`), locked for as long as its
+    process lives, and each call first removes the folders whose lock it can take
+    (:func:`remove_ended`), as ``python -m mfattn run`` does after its kernel. A chapter's sweeps fill
+    hundreds of megabytes, and they were left behind run after run.
+
+    Parameters
+    ----------
+    tag : str
+        Part of the name, e.g. the chapter's number.
+
+    Returns
+    -------
+    str
+        The folder's path.
+
+    Examples
+    --------
+    >>> import os
+    >>> from mfattn.companion.sweep import LOCK, ended, scratch_folder
+    >>> folder = scratch_folder("00")
+    >>> os.path.basename(folder).startswith("mfattn-00-run-"), ended(folder)   # locked: this process lives
+    (True, False)
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    remove_ended()
+    # made under a name the sweep does not match, locked, then renamed: no sweep sees it unlocked
+    start = Path(tempfile.mkdtemp(prefix=".mfattn-starting-"))
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: removed at exit only
+        pass
+    else:
+        _HELD.append(open(start / LOCK, "wb"))
+        fcntl.flock(_HELD[-1], fcntl.LOCK_EX)
+    folder = start.parent / f"mfattn-{tag}-run-{start.name.rsplit('-', 1)[1]}"
+    start.rename(folder)
+    owner = os.getpid()  # a forked child that exits normally runs the handler too: it leaves the folder be
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
+    return str(folder)
+
+
+def ended(folder) -> bool | None:
+    """Whether the process that made a scratch folder (:func:`scratch_folder`) has ended: its lock
+    (:data:`LOCK`) can be taken, which the system allows once the process is gone, however it ended.
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+
+    Returns
+    -------
+    bool or None
+        None when the folder holds no lock file (or the system has no ``flock``).
+
+    Examples
+    --------
+    >>> import fcntl, tempfile, pathlib
+    >>> from mfattn.companion.sweep import LOCK, ended
+    >>> d = pathlib.Path((d_dir := tempfile.TemporaryDirectory()).name)
+    >>> ended(d)                                       # no lock file
+    >>> held = open(d / LOCK, "wb"); fcntl.flock(held, fcntl.LOCK_EX)
+    >>> ended(d)                                       # locked: its process lives
+    False
+    >>> held.close(); ended(d)                         # the lock went with the file
+    True
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        with open(Path(folder) / LOCK, "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except FileNotFoundError:
+        return None
+    except OSError:  # held (BlockingIOError), or not ours to read
+        return False
+
+
+def remove_ended(tmp=None) -> None:
+    """Remove the scratch folders of processes that have ended (:func:`ended`) from ``tmp`` (the
+    system's temporary folder by default).
+
+    Parameters
+    ----------
+    tmp : str or pathlib.Path or None
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from mfattn.companion.sweep import LOCK, remove_ended
+    >>> tmp = pathlib.Path((tmp_dir := tempfile.TemporaryDirectory()).name)
+    >>> for name in ("mfattn-07-run-ab12cd34", "mfattn-07-ab12cd34"):
+    ...     (tmp / name).mkdir()
+    >>> _ = (tmp / "mfattn-07-run-ab12cd34" / LOCK).write_bytes(b"")   # unlocked: its process ended
+    >>> remove_ended(tmp); sorted(p.name for p in tmp.iterdir())
+    ['mfattn-07-ab12cd34']
+    """
+    import shutil
+    import tempfile
+
+    for old in Path(tmp or tempfile.gettempdir()).glob("mfattn-*-run-*"):
+        if ended(old):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def point_key(point: dict) -> str:
