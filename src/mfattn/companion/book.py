@@ -156,4 +156,3 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     cfg.device = pick_device(cfg.device)
     cfg.folder = values.get("cache_dir") or scratch_folder(src.stem[:2])
     return cfg
-
