@@ -39,7 +39,7 @@ LEFT_AFTER = 3600.0
 
 def temporary(tmp=None) -> list[Path]:
     """The temporary folders runs left in ``tmp`` (the system's temporary folder by default): those of
-    ended processes (:func:`mfattn.companion.sweep.ended`) and those of earlier versions unchanged for
+    ended processes (:func:`mfattn.companion.sweep.ended_folders`) and those of earlier versions unchanged for
     :data:`LEFT_AFTER` seconds.
 
     Parameters
@@ -62,16 +62,12 @@ def temporary(tmp=None) -> list[Path]:
     >>> [p.name for p in temporary(tmp)]                                    # the earlier one is too recent
     ['mfattn-07-run-ab12cd34']
     """
-    from .sweep import ended
+    from .sweep import ended_folders
 
     tmp, now = Path(tmp or tempfile.gettempdir()), time.time()
-    out = []
-    for p in sorted(tmp.glob("mfattn-*")):
-        if p.match("mfattn-*-run-*") and ended(p):
-            out.append(p)
-        elif _EARLIER.fullmatch(p.name) and p.is_dir() and now - _mtime(p) >= LEFT_AFTER:
-            out.append(p)
-    return out
+    earlier = [p for p in tmp.glob("mfattn-*") if _EARLIER.fullmatch(p.name) and p.is_dir()
+               and now - _mtime(p) >= LEFT_AFTER]
+    return sorted(ended_folders(tmp) + earlier)
 
 
 def _size(path: Path) -> int:

@@ -118,8 +118,37 @@ def ended(folder) -> bool | None:
         return False
 
 
+def ended_folders(tmp=None) -> list[Path]:
+    """The scratch folders (:func:`scratch_folder`) in ``tmp`` (the system's temporary folder by
+    default) whose process has ended (:func:`ended`).
+
+    Parameters
+    ----------
+    tmp : str or pathlib.Path or None
+
+    Returns
+    -------
+    list of pathlib.Path
+        Sorted by name.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from mfattn.companion.sweep import LOCK, ended_folders
+    >>> tmp = pathlib.Path((tmp_dir := tempfile.TemporaryDirectory()).name)
+    >>> for name in ("mfattn-07-run-ab12cd34", "mfattn-07-run-ef56gh78", "mfattn-07-ab12cd34"):
+    ...     (tmp / name).mkdir()
+    >>> _ = (tmp / "mfattn-07-run-ab12cd34" / LOCK).write_bytes(b"")   # unlocked: its process ended
+    >>> [p.name for p in ended_folders(tmp)]                             # no lock file: not known to have ended
+    ['mfattn-07-run-ab12cd34']
+    """
+    import tempfile
+
+    return [p for p in sorted(Path(tmp or tempfile.gettempdir()).glob("mfattn-*-run-*")) if ended(p)]
+
+
 def remove_ended(tmp=None) -> None:
-    """Remove the scratch folders of processes that have ended (:func:`ended`) from ``tmp`` (the
+    """Remove the scratch folders whose process has ended (:func:`ended_folders`) from ``tmp`` (the
     system's temporary folder by default).
 
     Parameters
@@ -138,11 +167,9 @@ def remove_ended(tmp=None) -> None:
     ['mfattn-07-ab12cd34']
     """
     import shutil
-    import tempfile
 
-    for old in Path(tmp or tempfile.gettempdir()).glob("mfattn-*-run-*"):
-        if ended(old):
-            shutil.rmtree(old, ignore_errors=True)
+    for old in ended_folders(tmp):
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def point_key(point: dict) -> str:
