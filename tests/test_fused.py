@@ -1,7 +1,8 @@
 """The fused CPU head pass (mfattn.models.fused) against the torch head pass, its oracle (itself checked
 against SDPA, autograd and finite differences in test_model.py): equal to rounding on random shapes
 (L = 1 and d_k = 1 included), weighted measures, sample chunks, per-sample gradients, each head's
-feature energy (against the materialised feature maps), and the same bits for any thread count; the
+feature energy (against the materialised feature maps), and the same bits for any thread count and
+any block width, with the width compiled in or read at run time; the
 same errors on bad input; traced calls fall back to torch."""
 
 import subprocess
@@ -113,6 +114,41 @@ def test_float32_blocks_narrow_and_wide():
         assert rel(model.grad_first_variation(data, heads, heads, w),
                    ref.grad_first_variation(data, heads, heads, w)) < tol
         assert rel(model.feature_energy(data.X, heads), ref.feature_energy(data.X, heads)) < tol
+
+
+def _head_results(X, G, heads, w, Mq, d_k):
+    """Every head kernel's output on one problem, as bytes."""
+    out = [fused.head_sum(X, heads, w, d_k), *fused.head_pass(X, G, heads, d_k),
+           *fused.head_pass(X, G, heads, d_k, per_sample=True), fused.head_energy(X, heads, Mq, d_k)]
+    return [t.numpy().tobytes() for t in out]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_same_bits_with_the_block_width_compiled_in_and_at_every_width(dtype, monkeypatch):
+    """The kernels of the full widths (64, 128) are compiled with the width a constant; each head's
+    arithmetic is the same statement by statement, so they give the bits of the kernels that read the
+    width at run time. A head's gradient, Phi and energy do not depend on the block it is in either:
+    float64 passes at 8, 64 and 128 heads per block give the same bits (float32's head sum sets the
+    sequence slices, so its passes are compared at one width)."""
+    g = torch.Generator().manual_seed(5)
+    B, L, d_x, d_k, M = 5, 7, 3, 2, 2 * 128 + 64
+    X, G = (torch.randn(B, L, d_x, generator=g, dtype=torch.float64).to(dtype) for _ in range(2))
+    heads = (0.7 * torch.randn(M, 4 * d_x * d_k, generator=g, dtype=torch.float64)).to(dtype)
+    w = torch.rand(M, generator=g, dtype=torch.float64).to(dtype)
+    Mq = torch.randn(d_x, d_x, generator=g, dtype=torch.float64).to(dtype)
+    Mq = Mq + Mq.T
+    generic = {0: fused._KERNELS[0]}
+    for width, wide_from in ((64, 10 ** 9), (128, 0)):
+        monkeypatch.setattr(fused, "WIDE_FROM", wide_from)
+        assert fused.block_width(dtype, M) == width
+        compiled = _head_results(X, G, heads, w, Mq, d_k)
+        with monkeypatch.context() as m:
+            m.setattr(fused, "_KERNELS", generic)
+            assert _head_results(X, G, heads, w, Mq, d_k) == compiled
+    if dtype == torch.float64:
+        monkeypatch.setattr(fused, "BLOCK_FLOAT32", 8)
+        monkeypatch.setattr(fused, "WIDE_FROM", 10 ** 9)
+        assert _head_results(X, G, heads, w, Mq, d_k) == compiled
 
 
 def test_exponential_against_a_closed_form():

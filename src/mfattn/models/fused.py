@@ -7,11 +7,12 @@ kernels (projections, scores, softmax, ``A V``, the backward products, the permu
 them) reads and writes every ``(head, sequence, L, L)`` tile once more. The kernels here keep one
 block of heads' tiles in registers and L1 for the whole forward and backward pass:
 
-* heads are processed in blocks of up to :data:`BLOCK` heads laid out innermost
-  (``(block, d_omega, heads)``), so that every arithmetic loop runs over contiguous heads and the
-  compiler vectorises it; no loop reduces along the vector axis (but the weighted head sum of the
-  logits, in a fixed order), so a head's result does not depend on the vector width, the block
-  size or the number of threads;
+* heads are processed in blocks (:func:`block_width`: 64 or 128 heads, 32 for the float64 head
+  sum) laid out innermost (``(block, d_omega, heads)``), so that every arithmetic loop runs over
+  contiguous heads and the compiler vectorises it; the kernels of the full widths are compiled with
+  the width a constant, so that each loop over the heads is a fixed number of vector operations; no
+  loop reduces along the vector axis (but the weighted head sum of the logits, in a fixed order),
+  so a head's result does not depend on the vector width, the block size or the number of threads;
 * the causal softmax is taken one row at a time: row ``l`` of ``A`` is built, used for row ``l``
   of ``A V`` and, in the gradient pass, for row ``l`` of the softmax backward (4) and its
   contributions to ``dQ``, ``dK``, ``dV``, then dropped, so no ``(L, L)`` tile is ever stored;
@@ -49,14 +50,14 @@ from .._checks import untraced
 __all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
            "compile_seconds"]
 
-#: The number of float64 heads per block, the vector axis of every loop (4 AVX-512 vectors of float64),
-#: and the block of chapter 06's token kernels.
+#: The number of float64 heads per block of the weighted head sum (:func:`head_sum`), whose order of
+#: summation follows the blocks, and the block of chapter 06's token kernels.
 BLOCK = 32
-#: The number of float32 heads per block of the head kernels: twice as many numbers fit a vector, and
-#: the wider loop measured faster (``python -m mfattn bench --roofline``, its table of block widths).
-#: From :data:`WIDE_FROM` heads on, blocks of twice as many (:func:`block_width`).
+#: The number of heads per block of every other head kernel, and of the float32 head sum: the wider
+#: loop measured faster (``python -m mfattn bench --roofline``, its table of block widths). From
+#: :data:`WIDE_FROM` heads on, blocks of twice as many (:func:`block_width`).
 BLOCK_FLOAT32 = 64
-#: The head count from which float32 blocks are ``2 * BLOCK_FLOAT32`` wide: below it the last block's
+#: The head count from which blocks are ``2 * BLOCK_FLOAT32`` wide: below it the last block's
 #: padding costs more than the wider loop gains (measured on 2 cores, full gradient, d_k 2-8, L 8-32:
 #: 128 lanes 1.2-1.6x faster than 32 at 1024 and 4096 heads, 64 lanes 1.1-1.4x at 48 to 4096 heads,
 #: 128 lanes no faster than 32 at 160 heads).
@@ -102,7 +103,7 @@ if numba is not None:
     def _project(X, Wb, blk, b, d_k, Q, K, V):  # pragma: no cover - compiled
         # Q, K, V (L, d_k, H) = X[b] (L, d_x) @ W_Q, W_K, W_V (d_x, d_k) of every head of the block
         L, d_x = X.shape[1], X.shape[2]
-        H = Wb.shape[2]
+        H = Q.shape[2]
         m = d_x * d_k
         for l in range(L):
             for k in range(d_k):
@@ -207,11 +208,11 @@ if numba is not None:
                     o[x, h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
 
     @njit(inline="always", cache=True, error_model="numpy")
-    def _head_task(X, Wb, d_k, t, splits, P):  # pragma: no cover - compiled
+    def _head_task(X, H, d_k, t, splits, P):  # pragma: no cover - compiled
         # task t of a head kernel: its block (or group of blocks) of heads, its slice sl of the sequences,
         # the slice's sequences b0 .. b1 - 1, and its scratch for _project and _row_output
-        # (Q, K, V, s, mx, den, av, pw)
-        B, L, H, dt = X.shape[0], X.shape[1], Wb.shape[2], X.dtype
+        # (Q, K, V, s, mx, den, av, pw), of H lanes
+        B, L, dt = X.shape[0], X.shape[1], X.dtype
         per = (B + splits - 1) // splits
         sl = t % splits
         b0 = sl * per
@@ -219,135 +220,153 @@ if numba is not None:
                 np.empty((L, d_k, H), dt), np.empty((L, d_k, H), dt), np.empty((L, d_k, H), dt),
                 np.empty((L, H), dt), np.empty(H, dt), np.empty(H, dt), np.empty((d_k, H), dt), _exp_bits(H, P))
 
-    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-    def _sum_kernel(X, Wb, w, scale, d_k, groups, splits, partial, C, P):  # pragma: no cover - compiled
-        # partial[g, b, l, x] = sum over heads h of the blocks of group g of w_h (A_h X W_V,h W_O,h)[b, l, x]
-        nb, _, H = Wb.shape
-        B, L, d_x = X.shape
-        for t in prange(groups * splits):
-            g, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, Wb, d_k, t, splits, P)
-            o = np.empty((d_x, H), X.dtype)
-            for blk in range(g, nb, groups):
+    def _head_kernels(width):
+        # the three head kernels (weighted head sum, gradient and Phi, feature energy) for blocks of
+        # `width` heads, a constant of the compiled code (0: the blocks' own width, read at run time).
+        # With the width constant, the compiler turns each loop over a block's heads into a fixed
+        # number of vector operations and keeps more operands in registers: the full gradient at
+        # 1024 heads took 1.2-1.4x less time in float32 (d_k 2-8, L 8-32, 2 cores), and float64's
+        # passes, widened from 32 heads per block to 128, 1.8x less (python -m mfattn bench
+        # --roofline). At 32 heads the constant width was slower (the loops were unrolled into
+        # scalar code), so only the widths 64 and 128 are compiled so. Each head's arithmetic is the
+        # same statement by statement, so all give the same bits (tests/test_fused.py).
+        @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+        def sum_kernel(X, Wb, w, scale, d_k, groups, splits, partial, C, P):  # pragma: no cover - compiled
+            # partial[g, b, l, x] = sum over heads h of the blocks of group g of w_h (A_h X W_V,h W_O,h)[b, l, x]
+            nb, H = Wb.shape[0], width if width else Wb.shape[2]
+            B, L, d_x = X.shape
+            for t in prange(groups * splits):
+                g, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, d_k, t, splits, P)
+                o = np.empty((d_x, H), X.dtype)
+                for blk in range(g, nb, groups):
+                    for b in range(b0, b1):
+                        _project(X, Wb, blk, b, d_k, Q, K, V)
+                        for l in range(L):
+                            _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
+                            for x in range(d_x):
+                                acc = w[blk, 0] * o[x, 0]  # typed as the data (a literal 0.0 would be float64)
+                                for h in range(1, H):
+                                    acc += w[blk, h] * o[x, h]
+                                partial[g, b, l, x] += acc
+
+        @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+        def grad_kernel(X, G, Wb, scale, d_k, splits, want_grad, out, phi, C, P):  # pragma: no cover - compiled
+            # out[blk, s] = gradient in omega of sum_{b in slice s, l, x} G[b,l,x] out_omega(X)[b,l,x],
+            # phi[blk, s] = that sum itself (eq. (11) restricted to the slice), for the heads of block blk
+            nb, H = Wb.shape[0], width if width else Wb.shape[2]
+            B, L, d_x = X.shape
+            m = d_x * d_k
+            for t in prange(nb * splits):
+                blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, d_k, t, splits, P)
+                dK = np.empty((L, d_k, H), X.dtype)
+                dV = np.empty((L, d_k, H), X.dtype)
+                dA = np.empty((L, H), X.dtype)
+                dav = np.empty((d_k, H), X.dtype)
+                dq = np.empty((d_k, H), X.dtype)
+                r = np.empty(H, X.dtype)
+                gw = out[blk, sl]
+                ph = phi[blk, sl]
+                for b in range(b0, b1):
+                    _project(X, Wb, blk, b, d_k, Q, K, V)
+                    for j in range(L):
+                        for k in range(d_k):
+                            for h in range(H):
+                                dK[j, k, h] = 0.0
+                                dV[j, k, h] = 0.0
+                    for l in range(L):
+                        _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
+                        for k in range(d_k):
+                            for h in range(H):
+                                av[k, h] = 0.0
+                                dav[k, h] = 0.0
+                            for j in range(l + 1):
+                                for h in range(H):
+                                    av[k, h] += s[j, h] * V[j, k, h]
+                            # dAV[l, k] = sum_x G[b, l, x] W_O[k, x]
+                            for x in range(d_x):
+                                gx = G[b, l, x]
+                                for h in range(H):
+                                    dav[k, h] += gx * Wb[blk, 3 * m + k * d_x + x, h]
+                            for h in range(H):
+                                ph[h] += av[k, h] * dav[k, h]
+                        if not want_grad:
+                            continue
+                        # dW_O[k, x] += AV[l, k] G[b, l, x]
+                        for k in range(d_k):
+                            for x in range(d_x):
+                                gx = G[b, l, x]
+                                for h in range(H):
+                                    gw[3 * m + k * d_x + x, h] += av[k, h] * gx
+                        # softmax backward (4) on row l: dS_j = A_lj (dA_lj - sum_i A_li dA_li), dA_lj = <dAV_l, V_j>
+                        for h in range(H):
+                            r[h] = 0.0
+                        for j in range(l + 1):
+                            for h in range(H):
+                                dA[j, h] = 0.0
+                            for k in range(d_k):
+                                for h in range(H):
+                                    dA[j, h] += dav[k, h] * V[j, k, h]
+                            for h in range(H):
+                                r[h] += dA[j, h] * s[j, h]
+                        for k in range(d_k):
+                            for h in range(H):
+                                dq[k, h] = 0.0
+                        for j in range(l + 1):
+                            for h in range(H):
+                                dA[j, h] = s[j, h] * (dA[j, h] - r[h])  # now dS_lj
+                            for k in range(d_k):
+                                for h in range(H):
+                                    dq[k, h] += dA[j, h] * K[j, k, h]
+                                    dK[j, k, h] += dA[j, h] * Q[l, k, h]
+                                    dV[j, k, h] += s[j, h] * dav[k, h]
+                        # dW_Q[x, k] += X[b, l, x] scale dQ[l, k]
+                        for x in range(d_x):
+                            xv = X[b, l, x]
+                            for k in range(d_k):
+                                for h in range(H):
+                                    gw[x * d_k + k, h] += xv * (scale * dq[k, h])
+                    if not want_grad:
+                        continue
+                    for j in range(L):
+                        for x in range(d_x):
+                            xv = X[b, j, x]
+                            for k in range(d_k):
+                                for h in range(H):
+                                    gw[m + x * d_k + k, h] += xv * (scale * dK[j, k, h])
+                                    gw[2 * m + x * d_k + k, h] += xv * dV[j, k, h]
+
+        @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+        def energy_kernel(X, Wb, Mq, scale, d_k, splits, out, C, P):  # pragma: no cover - compiled
+            # out[blk, s, h] = sum over the sequences b of slice s and positions l of o^T Mq o, with
+            # o = (A_h X W_V,h W_O,h)[b, l] (d_x,) the head's own output: its feature energy before the mean
+            nb, H = Wb.shape[0], width if width else Wb.shape[2]
+            B, L, d_x = X.shape
+            for t in prange(nb * splits):
+                blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, d_k, t, splits, P)
+                o = np.empty((d_x, H), X.dtype)
+                q = np.empty(H, X.dtype)
+                e = out[blk, sl]
                 for b in range(b0, b1):
                     _project(X, Wb, blk, b, d_k, Q, K, V)
                     for l in range(L):
                         _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
                         for x in range(d_x):
-                            acc = w[blk, 0] * o[x, 0]  # typed as the data (a literal 0.0 would be float64)
-                            for h in range(1, H):
-                                acc += w[blk, h] * o[x, h]
-                            partial[g, b, l, x] += acc
+                            for h in range(H):
+                                q[h] = 0.0
+                            for y in range(d_x):
+                                mxy = Mq[x, y]
+                                for h in range(H):
+                                    q[h] += mxy * o[y, h]
+                            for h in range(H):
+                                e[h] += o[x, h] * q[h]
 
-    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-    def _grad_kernel(X, G, Wb, scale, d_k, splits, want_grad, out, phi, C, P):  # pragma: no cover - compiled
-        # out[blk, s] = gradient in omega of sum_{b in slice s, l, x} G[b,l,x] out_omega(X)[b,l,x],
-        # phi[blk, s] = that sum itself (eq. (11) restricted to the slice), for the heads of block blk
-        nb, D, H = Wb.shape
-        B, L, d_x = X.shape
-        m = d_x * d_k
-        for t in prange(nb * splits):
-            blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, Wb, d_k, t, splits, P)
-            dK = np.empty((L, d_k, H), X.dtype)
-            dV = np.empty((L, d_k, H), X.dtype)
-            dA = np.empty((L, H), X.dtype)
-            dav = np.empty((d_k, H), X.dtype)
-            dq = np.empty((d_k, H), X.dtype)
-            r = np.empty(H, X.dtype)
-            gw = out[blk, sl]
-            ph = phi[blk, sl]
-            for b in range(b0, b1):
-                _project(X, Wb, blk, b, d_k, Q, K, V)
-                for j in range(L):
-                    for k in range(d_k):
-                        for h in range(H):
-                            dK[j, k, h] = 0.0
-                            dV[j, k, h] = 0.0
-                for l in range(L):
-                    _softmax_row(Q, K, l, scale, s, mx, den, C, pw)
-                    for k in range(d_k):
-                        for h in range(H):
-                            av[k, h] = 0.0
-                            dav[k, h] = 0.0
-                        for j in range(l + 1):
-                            for h in range(H):
-                                av[k, h] += s[j, h] * V[j, k, h]
-                        # dAV[l, k] = sum_x G[b, l, x] W_O[k, x]
-                        for x in range(d_x):
-                            gx = G[b, l, x]
-                            for h in range(H):
-                                dav[k, h] += gx * Wb[blk, 3 * m + k * d_x + x, h]
-                        for h in range(H):
-                            ph[h] += av[k, h] * dav[k, h]
-                    if not want_grad:
-                        continue
-                    # dW_O[k, x] += AV[l, k] G[b, l, x]
-                    for k in range(d_k):
-                        for x in range(d_x):
-                            gx = G[b, l, x]
-                            for h in range(H):
-                                gw[3 * m + k * d_x + x, h] += av[k, h] * gx
-                    # softmax backward (4) on row l: dS_j = A_lj (dA_lj - sum_i A_li dA_li), dA_lj = <dAV_l, V_j>
-                    for h in range(H):
-                        r[h] = 0.0
-                    for j in range(l + 1):
-                        for h in range(H):
-                            dA[j, h] = 0.0
-                        for k in range(d_k):
-                            for h in range(H):
-                                dA[j, h] += dav[k, h] * V[j, k, h]
-                        for h in range(H):
-                            r[h] += dA[j, h] * s[j, h]
-                    for k in range(d_k):
-                        for h in range(H):
-                            dq[k, h] = 0.0
-                    for j in range(l + 1):
-                        for h in range(H):
-                            dA[j, h] = s[j, h] * (dA[j, h] - r[h])  # now dS_lj
-                        for k in range(d_k):
-                            for h in range(H):
-                                dq[k, h] += dA[j, h] * K[j, k, h]
-                                dK[j, k, h] += dA[j, h] * Q[l, k, h]
-                                dV[j, k, h] += s[j, h] * dav[k, h]
-                    # dW_Q[x, k] += X[b, l, x] scale dQ[l, k]
-                    for x in range(d_x):
-                        xv = X[b, l, x]
-                        for k in range(d_k):
-                            for h in range(H):
-                                gw[x * d_k + k, h] += xv * (scale * dq[k, h])
-                if not want_grad:
-                    continue
-                for j in range(L):
-                    for x in range(d_x):
-                        xv = X[b, j, x]
-                        for k in range(d_k):
-                            for h in range(H):
-                                gw[m + x * d_k + k, h] += xv * (scale * dK[j, k, h])
-                                gw[2 * m + x * d_k + k, h] += xv * dV[j, k, h]
+        return sum_kernel, grad_kernel, energy_kernel
 
-    @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-    def _energy_kernel(X, Wb, Mq, scale, d_k, splits, out, C, P):  # pragma: no cover - compiled
-        # out[blk, s, h] = sum over the sequences b of slice s and positions l of o^T Mq o, with
-        # o = (A_h X W_V,h W_O,h)[b, l] (d_x,) the head's own output: its feature energy before the mean
-        nb, _, H = Wb.shape
-        B, L, d_x = X.shape
-        for t in prange(nb * splits):
-            blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, Wb, d_k, t, splits, P)
-            o = np.empty((d_x, H), X.dtype)
-            q = np.empty(H, X.dtype)
-            e = out[blk, sl]
-            for b in range(b0, b1):
-                _project(X, Wb, blk, b, d_k, Q, K, V)
-                for l in range(L):
-                    _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
-                    for x in range(d_x):
-                        for h in range(H):
-                            q[h] = 0.0
-                        for y in range(d_x):
-                            mxy = Mq[x, y]
-                            for h in range(H):
-                                q[h] += mxy * o[y, h]
-                        for h in range(H):
-                            e[h] += o[x, h] * q[h]
+    # the kernels for blocks of any width (the last block of fewer heads than a full one), and those
+    # of the full widths of block_width, compiled on first use
+    _sum_kernel, _grad_kernel, _energy_kernel = _head_kernels(0)
+    _KERNELS = {0: (_sum_kernel, _grad_kernel, _energy_kernel)}
+    _KERNELS.update((w, _head_kernels(w)) for w in (BLOCK_FLOAT32, 2 * BLOCK_FLOAT32))
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _token_block(XT, b, i0, w, bt, g, acc, C, pw):  # pragma: no cover - compiled
@@ -498,10 +517,14 @@ def set_threads():
         torch.set_num_threads(want)
 
 
-def block_width(dtype, n_heads: int = 0) -> int:
-    """The heads per block of the head kernels: :data:`BLOCK` for float64; for float32
-    :data:`BLOCK_FLOAT32`, twice that from :data:`WIDE_FROM` heads on. A function of the dtype and the
-    head count only, so the order of every sum is too.
+def block_width(dtype, n_heads: int = 0, *, head_sum: bool = False) -> int:
+    """The heads per block of the head kernels: :data:`BLOCK_FLOAT32`, twice that from
+    :data:`WIDE_FROM` heads on; :data:`BLOCK` for the float64 head sum (``head_sum``). A function of
+    the dtype and the head count only, so the order of every sum is too.
+
+    A head's gradient, ``Phi`` and energy do not depend on the block it is in; the head sum adds the
+    heads block by block, so its width sets the order of that sum. float64 head sums keep the
+    width that every committed chapter was computed with.
 
     Parameters
     ----------
@@ -509,6 +532,8 @@ def block_width(dtype, n_heads: int = 0) -> int:
         The heads' dtype.
     n_heads : int, optional
         The number of heads of the call; default 0.
+    head_sum : bool, optional
+        The width of :func:`head_sum`'s blocks. Default: False.
 
     Returns
     -------
@@ -519,17 +544,19 @@ def block_width(dtype, n_heads: int = 0) -> int:
     >>> import torch
     >>> from mfattn.models import fused
     >>> fused.block_width(torch.float64, 4096), fused.block_width(torch.float32, 100), fused.block_width(torch.float32, 4096)
-    (32, 64, 128)
+    (128, 64, 128)
+    >>> fused.block_width(torch.float64, 4096, head_sum=True), fused.block_width(torch.float32, 4096, head_sum=True)
+    (32, 128)
     """
-    if dtype not in (torch.float32, np.float32, np.dtype(np.float32)):
+    if head_sum and dtype not in (torch.float32, np.float32, np.dtype(np.float32)):
         return BLOCK
     return 2 * BLOCK_FLOAT32 if n_heads >= WIDE_FROM else BLOCK_FLOAT32
 
 
-def _blocks(heads: torch.Tensor):
-    """Heads (M, D) -> numpy (nb, D, H): blocks of H heads, heads innermost, the last block zero-padded."""
+def _blocks(heads: torch.Tensor, width: int):
+    """Heads (M, D) -> numpy (nb, D, H): blocks of H heads (``width``, or M when fewer), heads innermost,
+    the last block zero-padded."""
     M, D = heads.shape
-    width = block_width(heads.dtype, M)
     H = width if M >= width else max(1, M)
     nb = -(-M // H)
     pad = nb * H - M
@@ -537,9 +564,12 @@ def _blocks(heads: torch.Tensor):
     return h.reshape(nb, H, D).transpose(1, 2).contiguous().numpy(), nb, H
 
 
-def _splits(n_blocks: int, B: int) -> int:
-    """Sequence slices per block: a function of the shapes only, so the sums' order is too."""
-    return max(1, min(B, -(-_TASKS // n_blocks)))
+def _splits(heads: torch.Tensor, B: int) -> int:
+    """Sequence slices per block of :func:`head_pass` and :func:`head_energy`: a function of the shapes
+    only, so the order of the sums over slices is too. Counted from the head sum's blocks, whatever the
+    pass's own width, so that wider blocks leave every head's sums, and their bits, as they were."""
+    M = heads.shape[0]
+    return max(1, min(B, -(-_TASKS // -(-M // block_width(heads.dtype, M, head_sum=True)))))
 
 
 def _np(t: torch.Tensor):
@@ -599,7 +629,7 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     True
     """
     set_threads()
-    Wb, nb, H = _blocks(heads)
+    Wb, nb, H = _blocks(heads, block_width(heads.dtype, heads.shape[0], head_sum=True))
     wb = _np(torch.nn.functional.pad(weights, (0, nb * H - weights.shape[0])).reshape(nb, H))
     B, L, d_x = X.shape
     # sequences split first (each slice writes its own rows); blocks of heads grouped only when the
@@ -607,7 +637,7 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     splits = min(B, _TASKS)
     groups = max(1, min(nb, _TASKS // splits))
     partial = np.zeros((groups, B, L, d_x), dtype=Wb.dtype)
-    _sum_kernel(_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, groups, splits, partial,
+    _KERNELS.get(H, _KERNELS[0])[0](_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, groups, splits, partial,
                 *exp_constants(Wb.dtype.type))
     return torch.from_numpy(partial.sum(0) if groups > 1 else partial[0])
 
@@ -659,13 +689,13 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     True
     """
     set_threads()
-    Wb, nb, H = _blocks(heads)
+    Wb, nb, H = _blocks(heads, block_width(heads.dtype, heads.shape[0]))
     M, D = heads.shape
     B = X.shape[0]
-    splits = B if per_sample else _splits(nb, B)
+    splits = B if per_sample else _splits(heads, B)
     out = np.zeros((nb, splits, D if grad else 0, H), dtype=Wb.dtype)
     phi = np.zeros((nb, splits, H), dtype=Wb.dtype)
-    _grad_kernel(_np(X), _np(G), Wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, grad, out, phi,
+    _KERNELS.get(H, _KERNELS[0])[1](_np(X), _np(G), Wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, grad, out, phi,
                  *exp_constants(Wb.dtype.type))
     if per_sample:  # (nb, B, D, H) -> (B, M, D)
         g = torch.from_numpy(out).permute(1, 0, 3, 2).reshape(B, nb * H, D)[:, :M] if grad else None
@@ -710,11 +740,11 @@ def head_energy(X: torch.Tensor, heads: torch.Tensor, M: torch.Tensor, d_k: int)
     True
     """
     set_threads()
-    Wb, nb, H = _blocks(heads)
+    Wb, nb, H = _blocks(heads, block_width(heads.dtype, heads.shape[0]))
     N = heads.shape[0]
-    splits = _splits(nb, X.shape[0])
+    splits = _splits(heads, X.shape[0])
     out = np.zeros((nb, splits, H), dtype=Wb.dtype)
-    _energy_kernel(_np(X), Wb, _np(M.to(heads.dtype)), Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, out,
+    _KERNELS.get(H, _KERNELS[0])[2](_np(X), Wb, _np(M.to(heads.dtype)), Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, out,
                    *exp_constants(Wb.dtype.type))
     return torch.from_numpy(out.sum(1) if splits > 1 else out[:, 0]).reshape(nb * H)[:N]
 
