@@ -129,9 +129,11 @@ def test_same_bits_with_the_block_width_compiled_in_and_at_every_width(dtype, mo
     arithmetic is the same statement by statement, so they give the bits of the kernels that read the
     width at run time. A head's gradient, Phi and energy do not depend on the block it is in either:
     float64 passes at 8, 64 and 128 heads per block give the same bits (float32's head sum sets the
-    sequence slices, so its passes are compared at one width)."""
+    sequence slices, so its passes are compared at one width). The float64 head sum adds runs of 32
+    heads in a fixed order, whether a block holds one run or four."""
     g = torch.Generator().manual_seed(5)
-    B, L, d_x, d_k, M = 5, 7, 3, 2, 2 * 128 + 64
+    B, L, d_x, d_k, M = 9, 7, 3, 2, 2 * 128 + 64 + 7  # 11 runs of 32 (the last padded), in 7 groups
+    monkeypatch.setattr(fused.numba, "get_num_threads", lambda: 1)  # the head sum in blocks of 128
     X, G = (torch.randn(B, L, d_x, generator=g, dtype=torch.float64).to(dtype) for _ in range(2))
     heads = (0.7 * torch.randn(M, 4 * d_x * d_k, generator=g, dtype=torch.float64)).to(dtype)
     w = torch.rand(M, generator=g, dtype=torch.float64).to(dtype)
@@ -146,6 +148,12 @@ def test_same_bits_with_the_block_width_compiled_in_and_at_every_width(dtype, mo
             m.setattr(fused, "_KERNELS", generic)
             assert _head_results(X, G, heads, w, Mq, d_k) == compiled
     if dtype == torch.float64:
+        # the head sum in runs of 32 heads (its order), computed in blocks of 128 (several runs to a
+        # block, one task a slice) or of 32 (one task a group of blocks and a slice): the same bits
+        with monkeypatch.context() as m:
+            m.setattr(fused.numba, "get_num_threads", lambda: 10 ** 6)  # too few slices: blocks of 32
+            narrow = fused.head_sum(X, heads, w, d_k).numpy().tobytes()
+        assert compiled[0] == narrow
         monkeypatch.setattr(fused, "BLOCK_FLOAT32", 8)
         monkeypatch.setattr(fused, "WIDE_FROM", 10 ** 9)
         assert _head_results(X, G, heads, w, Mq, d_k) == compiled

@@ -231,23 +231,32 @@ if numba is not None:
         # scalar code), so only the widths 64 and 128 are compiled so. Each head's arithmetic is the
         # same statement by statement, so all give the same bits (tests/test_fused.py).
         @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-        def sum_kernel(X, Wb, w, scale, d_k, groups, splits, partial, C, P):  # pragma: no cover - compiled
-            # partial[g, b, l, x] = sum over heads h of the blocks of group g of w_h (A_h X W_V,h W_O,h)[b, l, x]
+        def sum_kernel(X, Wb, w, scale, d_k, run, n_runs, groups, splits, partial, C, P):  # pragma: no cover - compiled
+            # partial[g, b, l, x] = sum over the runs i = g, g + groups, ... < n_runs, in order, of the sum
+            # over the run's heads, in order, of w_h (A_h X W_V,h W_O,h)[b, l, x]; run i holds heads
+            # i run .. (i + 1) run - 1. A block holds H / run runs; with more than one, a task takes every
+            # block of its slice of the sequences in order, so that each partial sum meets its runs in order
             nb, H = Wb.shape[0], width if width else Wb.shape[2]
             B, L, d_x = X.shape
-            for t in prange(groups * splits):
+            per = H // run
+            tgroups = groups if per == 1 else 1
+            for t in prange(tgroups * splits):
                 g, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, d_k, t, splits, P)
                 o = np.empty((d_x, H), X.dtype)
-                for blk in range(g, nb, groups):
+                for blk in range(g, nb, tgroups):
                     for b in range(b0, b1):
                         _project(X, Wb, blk, b, d_k, Q, K, V)
                         for l in range(L):
                             _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
                             for x in range(d_x):
-                                acc = w[blk, 0] * o[x, 0]  # typed as the data (a literal 0.0 would be float64)
-                                for h in range(1, H):
-                                    acc += w[blk, h] * o[x, h]
-                                partial[g, b, l, x] += acc
+                                for r in range(per):
+                                    i = blk * per + r
+                                    if i < n_runs:
+                                        h0 = r * run
+                                        acc = w[blk, h0] * o[x, h0]  # typed as the data (a literal 0.0 would be float64)
+                                        for h in range(h0 + 1, h0 + run):
+                                            acc += w[blk, h] * o[x, h]
+                                        partial[i % groups, b, l, x] += acc
 
         @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
         def grad_kernel(X, G, Wb, scale, d_k, splits, want_grad, out, phi, C, P):  # pragma: no cover - compiled
@@ -629,16 +638,26 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     True
     """
     set_threads()
-    Wb, nb, H = _blocks(heads, block_width(heads.dtype, heads.shape[0], head_sum=True))
-    wb = _np(torch.nn.functional.pad(weights, (0, nb * H - weights.shape[0])).reshape(nb, H))
-    B, L, d_x = X.shape
-    # sequences split first (each slice writes its own rows); blocks of heads grouped only when the
-    # sequences are few, so the partial sums (groups, B, L, d_x) stay a few times the output
+    M, B = heads.shape[0], X.shape[0]
+    # the order of the sum: runs of `run` heads (the head sum's blocks), each summed in order, the runs
+    # added into `groups` partial sums in turn. Sequences split first (each slice writes its own
+    # rows); runs grouped only when the sequences are few, so the partial sums (groups, B, L, d_x)
+    # stay a few times the output
+    run = min(M, block_width(heads.dtype, M, head_sum=True))
+    n_runs = -(-M // run)
     splits = min(B, _TASKS)
-    groups = max(1, min(nb, _TASKS // splits))
-    partial = np.zeros((groups, B, L, d_x), dtype=Wb.dtype)
-    _KERNELS.get(H, _KERNELS[0])[0](_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, groups, splits, partial,
-                *exp_constants(Wb.dtype.type))
+    groups = max(1, min(n_runs, _TASKS // splits))
+    # computed in the wider blocks of the other passes, several runs to a block, when the slices alone
+    # keep every thread busy (one task then takes all the blocks of its slice): the same sums, in the
+    # same order
+    wide = block_width(heads.dtype, M)
+    if not (wide > run and M >= wide and splits >= 2 * numba.get_num_threads()):
+        wide = run
+    Wb, nb, H = _blocks(heads, wide)
+    wb = _np(torch.nn.functional.pad(weights, (0, nb * H - M)).reshape(nb, H))
+    partial = np.zeros((groups, B, X.shape[1], X.shape[2]), dtype=Wb.dtype)
+    _KERNELS.get(H, _KERNELS[0])[0](_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, run, n_runs, groups,
+                                    splits, partial, *exp_constants(Wb.dtype.type))
     return torch.from_numpy(partial.sum(0) if groups > 1 else partial[0])
 
 
