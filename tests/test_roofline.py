@@ -100,11 +100,14 @@ def test_triad_and_loop_form_compute_their_definitions():
     rl._triad(a, b, c, 3.0)
     np.testing.assert_array_equal(a, b + 3.0)
     g = np.random.default_rng(1)
-    x, y = g.random((4, 32)), g.random((4, 32))
-    out = np.zeros(2)
-    rl._form_kernel(5, x, y, out)
-    # acc[k, h] = reps sum_j x[j, h] y[k, h], summed over k and h
-    np.testing.assert_allclose(out, 5 * (x.sum(0) * y.sum(0)).sum(), rtol=1e-12)
+    for width, H in ((0, 32), (64, 64), (128, 128)):  # the width read at run time, and compiled in
+        x, y = g.random((4, H)), g.random((4, H))
+        out = np.zeros(2)
+        rl._FORMS[width](5, x, y, out)
+        # acc[k, h] = reps sum_j x[j, h] y[k, h], summed over k and h
+        np.testing.assert_allclose(out, 5 * (x.sum(0) * y.sum(0)).sum(), rtol=1e-12)
+    with pytest.raises(ValueError, match="lanes"):
+        rl.loop_form_rate(lanes=32, compiled=True)
 
 
 def test_roofline_run_reports_and_rewrites_from_its_json(tmp_path):

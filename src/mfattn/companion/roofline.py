@@ -19,9 +19,11 @@ roofline time of ``N`` heads on ``B`` sequences is the largest of ``work / rate`
 resources, and the fused pass's *fraction of the roofline* is that time over its measured time.
 
 A fourth, measured ceiling explains what the three do not: :func:`loop_form_rate`, the rate of the
-fused pass's own statement form, a multiply-add loop over the heads of one block (``fused.BLOCK``
-lanes, 32) that reads its operands from, and writes its accumulator to, L1, with the short outer
-trip counts of the chapters' shapes. The benchmark page shows both.
+fused pass's own statement form, a multiply-add loop over the heads of one block that reads its
+operands from, and writes its accumulator to, L1, with the short outer trip counts of the chapters'
+shapes: with the block's width read at run time (the form of every kernel before the widths were
+compiled in, 32 lanes) and compiled in (the form of the full blocks, 128 lanes at 1024 heads). The
+benchmark page shows both.
 """
 
 from __future__ import annotations
@@ -87,18 +89,23 @@ if _fused.available():
         for i in prange(a.shape[0]):
             a[i] = b[i] + s * c[i]
 
-    @njit(parallel=True, cache=True, error_model="numpy")
-    def _form_kernel(reps, a, b, out):  # pragma: no cover - compiled
-        # the fused pass's statement form: acc[k, h] += a[j, h] b[k, h] over n x n rows of H lanes, in L1
-        n, H = a.shape
-        for t in prange(out.shape[0]):
-            acc = np.zeros((n, H), a.dtype)
-            for r in range(reps):
-                for k in range(n):
-                    for j in range(n):
-                        for h in range(H):
-                            acc[k, h] += a[j, h] * b[k, h]
-            out[t] = acc.sum()
+    def _form_kernel(width):
+        # the fused pass's statement form: acc[k, h] += a[j, h] b[k, h] over n x n rows of H lanes, in L1,
+        # with H = width compiled in (0: read from a at run time), as fused._head_kernels
+        @njit(parallel=True, cache=True, error_model="numpy")
+        def form(reps, a, b, out):  # pragma: no cover - compiled
+            n, H = a.shape[0], width if width else a.shape[1]
+            for t in prange(out.shape[0]):
+                acc = np.zeros((n, H), a.dtype)
+                for r in range(reps):
+                    for k in range(n):
+                        for j in range(n):
+                            for h in range(H):
+                                acc[k, h] += a[j, h] * b[k, h]
+                out[t] = acc.sum()
+        return form
+
+    _FORMS = {w: _form_kernel(w) for w in _fused._KERNELS}
 
 
 def machine(device) -> dict:
@@ -237,10 +244,12 @@ def bandwidth(*, n: int = 1 << 24, seconds: float = 0.3) -> float:
     return _rate(call, 3 * 8 * n, seconds)
 
 
-def loop_form_rate(dtype=np.float32, *, lanes: int | None = None, rows: int = 8, seconds: float = 0.2) -> float:
+def loop_form_rate(dtype=np.float32, *, lanes: int | None = None, rows: int = 8, seconds: float = 0.2,
+                   compiled: bool = False) -> float:
     """FLOP/s of the fused pass's statement form: ``acc[k, h] += a[j, h] b[k, h]`` over ``rows x rows``
     pairs of ``lanes`` heads (default the head kernels' block for the dtype, ``fused.block_width``),
-    operands and accumulator in L1, every thread.
+    operands and accumulator in L1, every thread; with ``compiled``, the number of lanes is a constant
+    of the compiled loop, as in the head kernels of the full widths (``lanes`` must be one of them).
 
     Examples
     --------
@@ -250,10 +259,13 @@ def loop_form_rate(dtype=np.float32, *, lanes: int | None = None, rows: int = 8,
     """
     dtype, T, g = np.dtype(dtype), _threads(), np.random.default_rng(0)
     H = lanes or _fused.block_width(dtype)
+    if compiled and not (H and H in _FORMS):
+        raise ValueError(f"lanes: the widths compiled in are {sorted(w for w in _FORMS if w)}, got {H}")
+    form = _FORMS[H if compiled else 0]
     def rate():
         a, b = (1e-3 * g.random((rows, H))).astype(dtype), (1e-3 * g.random((rows, H))).astype(dtype)
         out = np.zeros(T, dtype)
-        return _rate(lambda reps: _form_kernel(reps, a, b, out), 2 * rows * rows * H * T, seconds / 2)
+        return _rate(lambda reps: form(reps, a, b, out), 2 * rows * rows * H * T, seconds / 2)
 
     # fresh arrays each time: the rate depends on where they fall (alignment, aliasing)
     return max(rate() for _ in range(4))
@@ -274,7 +286,7 @@ def counts(L: int, d_x: int, d_k: int, d_v: int = 5, itemsize: int = 4) -> dict:
     * ``2 S`` exponentials (each sweep rebuilds the softmax);
     * bytes that must cross memory: the head read by each sweep and its gradient written,
       ``3 d_omega`` numbers; the sequence's tokens, residual and logits (``L (d_x + d_v)`` twice), shared by
-      every head of a block (``fused.block_width``: 32 float64 heads, 64 float32) and counted once
+      every head of a block (``fused.block_width``: 64 heads, the narrowest block of the passes) and counted once
       per block.
 
     Parameters
@@ -343,8 +355,11 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
            "bandwidth": bw, "ceilings": {}, "rows": [], "blocks": []}
     for name in dtypes:
         dt = np.dtype(name)
-        out["ceilings"][name] = {"fma": peak_flops(dt), "exp": exp_rate(dt), "loop_form": loop_form_rate(dt),
-                                 "loop_form_wide": loop_form_rate(dt, lanes=4 * _fused.block_width(dt))}
+        # the loop form of the full blocks at N heads (the width compiled in), and the run-time form at 32 lanes
+        wide = _fused.block_width(dt, N)
+        out["ceilings"][name] = {"fma": peak_flops(dt), "exp": exp_rate(dt), "lanes": wide,
+                                 "loop_form": loop_form_rate(dt, lanes=wide, compiled=wide in _FORMS),
+                                 "loop_form_runtime": loop_form_rate(dt, lanes=32)}
     work = [(name, dk, L) for name in dtypes for dk, L in shapes]
     for name, dk, L in progress_bar(work, enabled=progress, desc="roofline", leave=False):
         c = counts(L, d_x, dk, d_v, np.dtype(name).itemsize)
@@ -380,9 +395,9 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
             _fused.BLOCK, _fused.BLOCK_FLOAT32, _fused.WIDE_FROM = default
         for H in blocks:
             t = _summary(times[H][1:])
-            out["blocks"].append({"dtype": name, "block": H, **t,
+            out["blocks"].append({"dtype": name, "block": H, **t, "compiled": H in _FORMS,
                                   "fused_flops": flops * N * B / t["median_s"],
-                                  "loop_form": loop_form_rate(np.dtype(name), lanes=H)})
+                                  "loop_form": loop_form_rate(np.dtype(name), lanes=H, compiled=H in _FORMS)})
     return out
 
 
@@ -403,10 +418,10 @@ def table(res: dict) -> str:
              f"N = {res['N']} heads, B = {res['B']} sequences, d_x = {res['d_x']}, d_v = {res['d_v']}; "
              f"median of {res['repeats']} calls (±: half the interquartile range). Memory bandwidth "
              f"(STREAM triad): {res['bandwidth'] / 1e9:.1f} GB/s.", "",
-             "| dtype | FMA peak (GFLOP/s) | exponential (Gexp/s) | loop form, 32 lanes (GFLOP/s) | "
-             "loop form, 128 lanes (GFLOP/s) |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form'])} | "
-              f"{_g(c['loop_form_wide'])} |" for name, c in res["ceilings"].items()]
+             "| dtype | FMA peak (GFLOP/s) | exponential (Gexp/s) | loop form, 32 lanes, width read at run time "
+             "(GFLOP/s) | loop form, the pass's width compiled in (GFLOP/s) |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form_runtime'])} | "
+              f"{_g(c['loop_form'])} ({c['lanes']} lanes) |" for name, c in res["ceilings"].items()]
     lines += ["", "| dtype | d_k | L | FLOPs per head and sequence | exps | FLOPs per exp | bound | roofline (ms) "
               "| loop form + exp (ms) |", "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
     lines += [f"| {r['dtype']} | {r['d_k']} | {r['L']} | {r['flops']} | {r['exps']} | "
@@ -418,10 +433,10 @@ def table(res: dict) -> str:
               f"{r['fraction']:.1%} | {r['fraction_of_form_exp']:.0%} | "
               f"{_pm(r['torch']) if 'torch' in r else '-'} |" for r in res["rows"]]
     if res.get("blocks"):
-        lines += ["", "| dtype | heads per block | fused (ms) | fused (GFLOP/s) | loop form at that width (GFLOP/s) |",
-                  "|---|---:|---:|---:|---:|"]
-        lines += [f"| {b['dtype']} | {b['block']} | {_pm(b)} | {_g(b['fused_flops'])} | "
-                  f"{_g(b['loop_form'])} |" for b in res["blocks"]]
+        lines += ["", "| dtype | heads per block | width | fused (ms) | fused (GFLOP/s) | loop form at that width "
+                  "(GFLOP/s) |", "|---|---:|---|---:|---:|---:|"]
+        lines += [f"| {b['dtype']} | {b['block']} | {'compiled in' if b.get('compiled') else 'read at run time'} | "
+                  f"{_pm(b)} | {_g(b['fused_flops'])} | {_g(b['loop_form'])} |" for b in res["blocks"]]
     return "\n".join(lines) + "\n"
 
 
@@ -447,7 +462,8 @@ def plot(res: dict, path) -> None:
             xs = np.array([r["flops_per_exp"] for r in rows])
             x = np.geomspace(xs.min() / 1.6, xs.max() * 1.6)
             ax.loglog(x, np.minimum(c["fma"], c["exp"] * x) / 1e9, "k-", lw=1.5, label="roofline: FMA peak, exponential")
-            ax.loglog(x, np.full_like(x, c["loop_form"] / 1e9), "k--", lw=1, label="loop form, 32 lanes")
+            ax.loglog(x, np.full_like(x, c["loop_form"] / 1e9), "k--", lw=1,
+                      label=f"loop form, {c.get('lanes', 32)} lanes")
             ax.loglog(x, 1 / (1 / c["loop_form"] + 1 / (c["exp"] * x)) / 1e9, "k:", lw=1.2,
                       label="loop form + exponential")
             ax.loglog(xs, [r["fused_flops"] / 1e9 for r in rows], "D", color="C0", label="fused pass")
