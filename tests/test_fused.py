@@ -117,10 +117,10 @@ def test_float32_blocks_narrow_and_wide():
 
 
 def _head_results(X, G, heads, w, Mq, d_k):
-    """Every head kernel's output on one problem, as bytes."""
+    """Every head kernel's output on one problem: its layout (shape, strides) and its bytes."""
     out = [fused.head_sum(X, heads, w, d_k), *fused.head_pass(X, G, heads, d_k),
            *fused.head_pass(X, G, heads, d_k, per_sample=True), fused.head_energy(X, heads, Mq, d_k)]
-    return [t.numpy().tobytes() for t in out]
+    return [(t.shape, t.stride(), t.numpy().tobytes()) for t in out]
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -153,10 +153,28 @@ def test_same_bits_with_the_block_width_compiled_in_and_at_every_width(dtype, mo
         with monkeypatch.context() as m:
             m.setattr(fused.numba, "get_num_threads", lambda: 10 ** 6)  # too few slices: blocks of 32
             narrow = fused.head_sum(X, heads, w, d_k).numpy().tobytes()
-        assert compiled[0] == narrow
+        assert compiled[0][2] == narrow
         monkeypatch.setattr(fused, "BLOCK_FLOAT32", 8)
         monkeypatch.setattr(fused, "WIDE_FROM", 10 ** 9)
         assert _head_results(X, G, heads, w, Mq, d_k) == compiled
+
+
+@pytest.mark.parametrize("M", [5, 32, 40, 64, 70, 100, 327, 600])
+def test_float64_passes_keep_the_layout_and_bits_of_blocks_of_32(M, monkeypatch):
+    """float64 passes run in blocks of 64 or 128 heads where that leaves every result as blocks of 32
+    heads gave it, bits and memory layout alike (a transposed view, a copy, the padded row length
+    per sequence), since torch's later sums follow the layout; elsewhere in blocks of 32. Against the
+    package with every block 32 heads wide."""
+    g = torch.Generator().manual_seed(M)
+    B, L, d_x, d_k = 4, 5, 3, 2
+    X, G = (torch.randn(B, L, d_x, generator=g, dtype=torch.float64) for _ in range(2))
+    heads = 0.7 * torch.randn(M, 4 * d_x * d_k, generator=g, dtype=torch.float64)
+    w = torch.rand(M, generator=g, dtype=torch.float64)
+    Mq = torch.eye(d_x, dtype=torch.float64)
+    now = _head_results(X, G, heads, w, Mq, d_k)
+    monkeypatch.setattr(fused, "BLOCK_FLOAT32", 32)
+    monkeypatch.setattr(fused, "WIDE_FROM", 10 ** 9)
+    assert now == _head_results(X, G, heads, w, Mq, d_k)
 
 
 def test_exponential_against_a_closed_form():

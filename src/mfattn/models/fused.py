@@ -225,10 +225,10 @@ if numba is not None:
         # `width` heads, a constant of the compiled code (0: the blocks' own width, read at run time).
         # With the width constant, the compiler turns each loop over a block's heads into a fixed
         # number of vector operations and keeps more operands in registers: the full gradient at
-        # 1024 heads took 1.2-1.4x less time in float32 (d_k 2-8, L 8-32, 2 cores), and float64's
-        # passes, widened from 32 heads per block to 128, 1.8x less (python -m mfattn bench
-        # --roofline). At 32 heads the constant width was slower (the loops were unrolled into
-        # scalar code), so only the widths 64 and 128 are compiled so. Each head's arithmetic is the
+        # 1024 heads took 1.17-1.40x less time in float32 (d_k 2-8, L 8-32, 2 cores), and with
+        # float64's passes widened from 32 heads per block to 128, 1.40-1.45x less in float64
+        # (book/benchmark.md). At 32 heads the constant width was slower (the loop ran at the
+        # scalar rate), so only the widths 64 and 128 are compiled so. Each head's arithmetic is the
         # same statement by statement, so all give the same bits (tests/test_fused.py).
         @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
         def sum_kernel(X, Wb, w, scale, d_k, run, n_runs, groups, splits, partial, C, P):  # pragma: no cover - compiled
@@ -573,6 +573,18 @@ def _blocks(heads: torch.Tensor, width: int):
     return h.reshape(nb, H, D).transpose(1, 2).contiguous().numpy(), nb, H
 
 
+def _pass_width(heads: torch.Tensor, per_sample: bool = False) -> int:
+    """The blocks of :func:`head_pass`: :func:`block_width`, unless its results would come back in
+    another memory layout than in blocks of the head sum's width (:func:`block_width` with
+    ``head_sum``), as every committed run had them: a transposed view where the heads fit in one such
+    block, a copy otherwise, and per sequence a row of the padded heads' length. torch sums a tensor
+    in an order that follows its layout, so the layout is part of what makes the bits of a run."""
+    M = heads.shape[0]
+    old, wide = block_width(heads.dtype, M, head_sum=True), block_width(heads.dtype, M)
+    same = M <= old or (M > wide and (not per_sample or -(-M // wide) * wide == -(-M // old) * old))
+    return wide if same else old
+
+
 def _splits(heads: torch.Tensor, B: int) -> int:
     """Sequence slices per block of :func:`head_pass` and :func:`head_energy`: a function of the shapes
     only, so the order of the sums over slices is too. Counted from the head sum's blocks, whatever the
@@ -708,7 +720,7 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     True
     """
     set_threads()
-    Wb, nb, H = _blocks(heads, block_width(heads.dtype, heads.shape[0]))
+    Wb, nb, H = _blocks(heads, _pass_width(heads, per_sample))
     M, D = heads.shape
     B = X.shape[0]
     splits = B if per_sample else _splits(heads, B)
