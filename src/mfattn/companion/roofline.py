@@ -105,7 +105,7 @@ if _fused.available():
                 out[t] = acc.sum()
         return form
 
-    _FORMS = {w: _form_kernel(w) for w in _fused._KERNELS}
+    _FORMS = {w: _form_kernel(w) for w in (0, *_fused.COMPILED_WIDTHS)}
 
 
 def machine(device) -> dict:

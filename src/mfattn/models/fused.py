@@ -47,7 +47,7 @@ import torch
 from .. import kernel_threads
 from .._checks import untraced
 
-__all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
+__all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "COMPILED_WIDTHS", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
            "compile_seconds"]
 
 #: The number of float64 heads per block of the weighted head sum (:func:`head_sum`), whose order of
@@ -62,6 +62,9 @@ BLOCK_FLOAT32 = 64
 #: 128 lanes 1.2-1.6x faster than 32 at 1024 and 4096 heads, 64 lanes 1.1-1.4x at 48 to 4096 heads,
 #: 128 lanes no faster than 32 at 160 heads).
 WIDE_FROM = 512
+#: The block widths whose head kernels are compiled with the width a constant (``_head_kernels``);
+#: a block of another width takes the kernels that read it at run time.
+COMPILED_WIDTHS = (BLOCK_FLOAT32, 2 * BLOCK_FLOAT32)
 #: Parallel tasks aimed at per call, whatever the thread count (a fixed split keeps results
 #: independent of it): enough to keep 16 cores busy when blocks are few.
 _TASKS = 64
@@ -375,7 +378,7 @@ if numba is not None:
     # of the full widths of block_width, compiled on first use
     _sum_kernel, _grad_kernel, _energy_kernel = _head_kernels(0)
     _KERNELS = {0: (_sum_kernel, _grad_kernel, _energy_kernel)}
-    _KERNELS.update((w, _head_kernels(w)) for w in (BLOCK_FLOAT32, 2 * BLOCK_FLOAT32))
+    _KERNELS.update((w, _head_kernels(w)) for w in COMPILED_WIDTHS)
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _token_block(XT, b, i0, w, bt, g, acc, C, pw):  # pragma: no cover - compiled
