@@ -881,7 +881,9 @@ def token_velocity(X: torch.Tensor, beta: torch.Tensor, normalized: torch.Tensor
 
 def compile_seconds() -> dict:
     """Time to make the kernels ready for both dtypes in this process (load from numba's disk cache,
-    or compile on the very first use), by calling them on a tiny problem.
+    or compile on the very first use), by calling them on tiny problems: the head kernels that read
+    their width at run time and those of each width compiled in (:data:`COMPILED_WIDTHS`), and the
+    token kernels.
 
     Returns
     -------
@@ -897,11 +899,12 @@ def compile_seconds() -> dict:
     """
     t0 = time.perf_counter()
     for dt in (torch.float32, torch.float64):
-        X = torch.zeros(1, 2, 1, dtype=dt)
-        h = torch.zeros(1, 4, dtype=dt)
-        head_sum(X, h, torch.ones(1, dtype=dt), 1)
-        head_pass(X, X, h, 1)
-        head_energy(X, h, torch.ones(1, 1, dtype=dt), 1)
+        X = torch.zeros(_TASKS, 2, 1, dtype=dt)  # sequences enough for the float64 head sum's wide blocks
+        for M in (1, 2 * BLOCK_FLOAT32, WIDE_FROM):  # blocks of one head, of BLOCK_FLOAT32, of twice that
+            h = torch.zeros(M, 4, dtype=dt)
+            head_sum(X, h, torch.ones(M, dtype=dt), 1)
+            head_pass(X, X, h, 1)
+            head_energy(X, h, torch.ones(1, 1, dtype=dt), 1)
         one = torch.ones(1, dtype=dt)
         token_sums(torch.ones(1, 1, 2, dtype=dt), one)
         token_velocity(torch.ones(1, 1, 2, dtype=dt), one, one > 0, one, one, one.expand(1, 2), one, "gelu")
