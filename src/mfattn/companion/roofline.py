@@ -61,7 +61,9 @@ if _fused.available():
                     x[i] = x[i] * a + b
             out[t] = x.sum()
 
-    @njit(parallel=True, cache=True, error_model="numpy")
+    # not cached: numba keys a cache on this file alone, and the kernel compiles fused.exp_parts into
+    # itself, so a cached copy would outlive a change of the exponential (it did once, in float32)
+    @njit(parallel=True, cache=False, error_model="numpy")
     def _exp_kernel(reps, x, C, P, out, last):  # pragma: no cover - compiled
         # reps rounds of y_h = e^(x_h - y_h) over the lanes h, each thread on its own lanes, as
         # _softmax_row computes it: (p, k) = exp_parts, 2^-k in the exponent bits, y = p 2^-k

@@ -72,6 +72,7 @@ _TASKS = 64
 try:  # numba is a pinned dependency, but the engine must still run where it cannot be imported
     import numba
     from numba import njit, prange
+    from numba.extending import overload
 
     # OpenMP first: measured on 2 cores beside torch (whose own OpenMP threads spin for a while
     # after each operation), numba's workqueue pool waited on those spinning threads, about 250 us
@@ -122,25 +123,49 @@ if numba is not None:
                         K[l, k, h] += xv * Wb[blk, m + i, h]
                         V[l, k, h] += xv * Wb[blk, 2 * m + i, h]
 
+    def _exp_poly(r, C):  # pragma: no cover - its compiled forms, one per dtype, are the overload below
+        # e^r for |r| <= ln 2 / 2 by Horner's rule: the Taylor polynomial whose remainder lies below half a
+        # unit in the last place of r's dtype (C[5:] holds 1/13!, ..., 1/0!)
+        degree = 7 if C.dtype == np.float32 else 13
+        p = C[18 - degree]
+        for c in C[19 - degree:]:
+            p = p * r + c
+        return p
+
+    @overload(_exp_poly, inline="always")
+    def _exp_poly_compiled(r, C):  # pragma: no cover - compiled
+        if r == numba.types.float32:
+            # degree 7: remainder (ln 2 / 2)^8 / 8! / e^(-ln 2 / 2) = 7e-9 relative, under float32's half
+            # unit 6e-8 (degree 6 would leave 1.7e-7); six multiply-adds fewer than float64's per exponential
+            def poly7(r, C):
+                return ((((((C[11] * r + C[12]) * r + C[13]) * r + C[14]) * r + C[15]) * r + C[16]) * r
+                        + C[17]) * r + C[18]
+            return poly7
+
+        def poly13(r, C):
+            c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = (
+                C[5], C[6], C[7], C[8], C[9], C[10], C[11], C[12], C[13], C[14], C[15], C[16], C[17], C[18])
+            p = ((((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5) * r + c6) * r + c7
+            return (((((p * r + c8) * r + c9) * r + c10) * r + c11) * r + c12) * r + c13
+        return poly13
+
     @njit(inline="always", cache=True, error_model="numpy")
     def exp_parts(x, C):  # pragma: no cover - compiled
         # e^x for x <= 0 as (p, k) with e^x = p 2^-k, written out so that a loop over heads
         # vectorises (a call to libm's exp does not): x = r - k ln 2 with |r| <= ln 2 / 2 (Cody-Waite,
-        # ln 2 in two parts), p = e^r by its Taylor polynomial of degree 13 (remainder below 2e-16
-        # relative); the caller builds 2^-k in the exponent bits of an integer view. Below the
+        # ln 2 in two parts), p = e^r by its Taylor polynomial (_exp_poly: degree 13 in float64,
+        # remainder 6e-18 relative, degree 12 would leave 2.4e-16; degree 7 in float32); the caller
+        # builds 2^-k in the exponent bits of an integer view. Below the
         # smallest normal number e^x is taken as 0 (torch gives a subnormal: a difference below
         # 1e-308 in float64, 1e-38 in float32). The roofline's exponential kernel
         # (mfattn.companion.roofline) runs this same code.
         xmin, inv_ln2, half, ln2_hi, ln2_lo = C[0], C[1], C[2], C[3], C[4]
-        c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = (
-            C[5], C[6], C[7], C[8], C[9], C[10], C[11], C[12], C[13], C[14], C[15], C[16], C[17], C[18])
         zero = xmin - xmin  # in the dtype (a literal 0.0 is float64)
         keep = x >= xmin
         x = x if keep else xmin
         kf = np.floor(half - x * inv_ln2)  # stays in the dtype (math.floor would give an int64)
         r = (x + kf * ln2_hi) + kf * ln2_lo
-        p = ((((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5) * r + c6) * r + c7
-        p = (((((p * r + c8) * r + c9) * r + c10) * r + c11) * r + c12) * r + c13
+        p = _exp_poly(r, C)
         return (p if keep else zero), kf
 
     @njit(inline="always", cache=True, error_model="numpy")
