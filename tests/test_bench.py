@@ -83,6 +83,38 @@ def test_bench_flags_figures_whose_calls_spread(tmp_path):
     assert warn in bench.table(res) and "\u00a0±25%" in bench.table(res)
 
 
+def test_bench_says_whether_other_processes_were_busy(tmp_path):
+    # with the cores other processes kept busy recorded, the warning says which case it is, from
+    # mfattn.BUSY_FROM on, instead of guessing from the load average (which counts the run's own threads)
+    import mfattn
+
+    res = json.loads(json.dumps(_SAVED))
+    res["rows"][0]["fused_grad_spread"] = 0.5
+    res["busy"] = [0.0, 0.03]
+    quiet = bench.warning(res)
+    assert "no other process was busy (0.00 and 0.03 cores" in quiet and "load average" not in quiet
+    res["busy"] = [0.0, mfattn.BUSY_FROM]
+    assert "other processes kept 0.00 and 0.50 cores busy" in bench.warning(res)
+
+
+def test_time_call_batches_calls_shorter_than_least():
+    # a call of about a millisecond, with samples of at least 20 ms: about 20 calls a sample, and the
+    # median is still one call's time
+    import time as _t
+
+    n = [0]
+
+    def call():
+        n[0] += 1
+        _t.sleep(0.001)
+
+    med = bench.time_call(call, torch.device("cpu"), 3, warmup=1, least=0.02)
+    assert 0.001 <= med < 0.005
+    assert n[0] >= 1 + 3 * 4  # a 1 ms sleep lasts at most ~5 ms, so a batch is at least 4 calls
+    with pytest.raises(ValueError, match="least"):
+        bench.time_call(call, torch.device("cpu"), 3, least=-1.0)
+
+
 def test_time_records_the_spread_of_its_calls():
     calls = iter([0.0, 0.01, 0.02, 0.03, 0.05])
     sp = []

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import re
 import statistics
@@ -45,6 +46,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .. import BUSY_FROM, busy_elsewhere
 from ..models import fused as _fused
 from ..models.model import HeadModel
 from . import roofline
@@ -144,11 +146,17 @@ def _sync(device):
 #: A figure whose calls spread by more than this (interquartile range over the median) is flagged:
 #: on a busy machine the other jobs, not the engine, decide it.
 UNSTEADY = 0.2
+#: Seconds each timed sample of the N sweep and of the token benchmark lasts at least (``time_call``'s
+#: ``least``): calls of a fraction of a millisecond are timed in batches.
+SAMPLE_SECONDS = 0.01
 
 
-def time_call(fn, device, repeats: int, warmup: int = 1, spread: list | None = None) -> float:
+def time_call(fn, device, repeats: int, warmup: int = 1, spread: list | None = None, least: float = 0.0) -> float:
     """The median wall time of ``repeats`` calls of ``fn``, after ``warmup`` calls, the device
-    synchronised around each (a CUDA call is timed to its end, not to its launch).
+    synchronised around each (a CUDA call is timed to its end, not to its launch). A call shorter
+    than ``least`` seconds is timed in batches: each timed sample is as many calls back to back as
+    last at least ``least`` (judged from the last warm-up call), divided by their number, so that a
+    sub-millisecond call is not measured at the grain of the clock and the scheduler.
 
     Parameters
     ----------
@@ -163,6 +171,8 @@ def time_call(fn, device, repeats: int, warmup: int = 1, spread: list | None = N
     spread : list, optional
         When given, the calls' relative spread (interquartile range over the median, 0 for fewer
         than 3 calls) is appended to it.
+    least : float, default 0
+        Seconds a timed sample lasts at least (0: one call per sample).
 
     Returns
     -------
@@ -183,10 +193,15 @@ def time_call(fn, device, repeats: int, warmup: int = 1, spread: list | None = N
     >>> 0.002 <= t < 0.5, len(spread)
     (True, 1)
     """
-    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
-    times = timeit.repeat(lambda: (fn(), _sync(device)), repeat=warmup + repeats, number=1)[warmup:]
+    for name, value, low in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+    if not (isinstance(least, (int, float)) and math.isfinite(least) and least >= 0):
+        raise ValueError(f"least: expected seconds >= 0, got {least!r}")
+    call = lambda: (fn(), _sync(device))  # noqa: E731
+    warm = timeit.repeat(call, repeat=warmup, number=1)
+    number = max(1, math.ceil(least / warm[-1])) if least > 0 and warm and warm[-1] > 0 else 1
+    times = [t / number for t in timeit.repeat(call, repeat=repeats, number=number)]
     med = statistics.median(times)
     if spread is not None:
         q = statistics.quantiles(times, n=4) if len(times) >= 3 else [med, med, med]
@@ -310,7 +325,7 @@ def run_benchmark(
         return heads.to(device=dev, dtype=dt), torch.full((N,), 1.0 / N, dtype=dt, device=dev)
 
     flops = flop_count(L, model.d_x, model.d_k)
-    load0 = os.getloadavg()[0]
+    load0, busy0 = os.getloadavg()[0], busy_elsewhere(0.5)
     # the best path on this device is the reference of every row: the fused pass on a CPU
     best = "fused" if dev.type == "cpu" and _fused.available() else "engine"
     impls = [i for i in IMPLS if i != "fused" or best == "fused"]
@@ -336,8 +351,9 @@ def run_benchmark(
             full = lambda: grad(model, X, Y, heads, w)  # noqa: E731
             row[f"{impl}_agree"] = float((full() - ref).abs().max()) / scale  # relative to the largest entry
             sp = []
-            row[f"{impl}_grad_s"] = time_call(full, dev, repeats, spread=sp)
-            row[f"{impl}_sgd_s"] = time_call(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats, spread=sp)
+            row[f"{impl}_grad_s"] = time_call(full, dev, repeats, spread=sp, least=SAMPLE_SECONDS)
+            row[f"{impl}_sgd_s"] = time_call(lambda: heads - 0.1 * grad(model, Xs, Ys, heads, w), dev, repeats,
+                                             spread=sp, least=SAMPLE_SECONDS)
             row[f"{impl}_grad_spread"], row[f"{impl}_sgd_spread"] = sp
             if memory:
                 row[f"{impl}_grad_mem"] = _peak_memory(full, dev)
@@ -360,6 +376,8 @@ def run_benchmark(
         grad_s = time_call(lambda: engine_grad(m, X, Y, heads, w), dev, repeats)
         out["budgets"].append({"N": max(Ns), "budget": b, "grad_s": grad_s})
     out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]  # 1-minute load average, before and after
+    # cores other processes kept busy, before and after (the load average counts this run's own threads)
+    out["busy"] = [busy0, busy_elsewhere(0.5)]
     if profile:
         out["profile"] = {**profile_engine(model, X, Y, *draw(profile), dev), "N": profile}
     return out
@@ -481,13 +499,21 @@ def warning(res: dict) -> str | None:
     bad = [(r["N"], k[:-7]) for r in res["rows"] for k, v in r.items() if k.endswith("_spread") and v > UNSTEADY]
     if not bad:
         return None
-    load = res.get("load")
-    busy = (f" The load average was {load[0]:g} before the run and {load[1]:g} after it, on "
-            f"{res['machine'].get('cpu', 'this machine')}." if load else "")
-    shown = ", ".join(f"{what} at N = {N}" for N, what in bad[:6]) + (", ..." if len(bad) > 6 else "")
-    return (f"**Warning: {len(bad)} figure(s) spread by more than {100 * UNSTEADY:.0f}% between calls** ({shown}): "
-            f"another job shared the machine, and those rows measure it as much as the engine.{busy} "
-            "Rerun on an idle machine before comparing them.")
+    load, busy = res.get("load"), res.get("busy") or [None, None]
+    head = (f"**Warning: {len(bad)} figure(s) spread by more than {100 * UNSTEADY:.0f}% between calls** ("
+            + ", ".join(f"{what} at N = {N}" for N, what in bad[:6]) + (", ..." if len(bad) > 6 else "") + "): ")
+    where = res["machine"].get("cpu", "this machine")
+    if None not in busy:
+        cores = f"{busy[0]:.2f} and {busy[1]:.2f} cores busy before and after the run, on {where}"
+        if max(busy) < BUSY_FROM:
+            return (head + f"no other process was busy ({cores}), so the spread is this machine's own at those "
+                    "sizes. Rerun and compare the runs before relying on those rows.")
+        return (head + f"other processes kept {cores}; they decide those rows as much as the engine. Rerun on an "
+                "idle machine before comparing them.")
+    old = (f" The load average was {load[0]:g} before the run and {load[1]:g} after it, on {where}."
+           if load else "")
+    return (head + f"another job may have shared the machine, and those rows measure it as much as the "
+            f"engine.{old} Rerun on an idle machine before comparing them.")
 
 
 def plot(res: dict, path: Path) -> None:
@@ -548,7 +574,7 @@ def run_tokens(repeats: int = 15) -> dict:
         if not err < 1e-12:
             raise RuntimeError(f"token sums: the fused and torch paths differ by {err:.2e} at {(B, n, d)}")
         spread, calls = [], (lambda: _fused.token_sums(X, s.beta), stored, lambda: tk.step(X, s, 0.1))
-        t_f, t_t, t_s = [time_call(f, cpu, repeats, spread=spread) for f in calls]
+        t_f, t_t, t_s = [time_call(f, cpu, repeats, spread=spread, least=SAMPLE_SECONDS) for f in calls]
         rows.append(dict(B=B, n=n, d=d, fused_s=t_f, torch_s=t_t, step_s=t_s, spread=max(spread),
                          pair_rate=B * n * n / t_f))
     return {"kind": "tokens", "dtype": "float64", "threads": torch.get_num_threads(),
