@@ -332,9 +332,7 @@ def run_benchmark(
     out = {"machine": roofline.machine(dev), "device": str(dev), "dtype": dtype, "task": task, "n_data": n,
            "L": L, "d_x": model.d_x, "d_k": model.d_k, "d_v": model.d_v, "repeats": repeats,
            "flops_per_head_sample": flops, "peaks": device_peaks(dev, dt), "rows": [], "budgets": [],
-           "best": best}
-    if best == "fused" and compile_time_too:
-        out["fused_compile"] = compile_time()
+           "best": best, "sample_seconds": SAMPLE_SECONDS}
     loop_stopped = False
     for N in progress_bar(list(Ns), enabled=progress, desc="bench N", leave=False):
         heads, w = draw(N)
@@ -378,6 +376,10 @@ def run_benchmark(
     out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]  # 1-minute load average, before and after
     # cores other processes kept busy, before and after (the load average counts this run's own threads)
     out["busy"] = [busy0, busy_elsewhere(0.5)]
+    if best == "fused" and compile_time_too:
+        # after the sweep: the compiling processes slowed the first rows when they ran before it
+        # (N = 16: 0.51 ms against 0.18-0.28 ms in runs without them before)
+        out["fused_compile"] = compile_time()
     if profile:
         out["profile"] = {**profile_engine(model, X, Y, *draw(profile), dev), "N": profile}
     return out
@@ -455,7 +457,9 @@ def table(res: dict) -> str:
     lines = [
         f"Machine: {where}; torch {m['torch']}, {m['threads']} CPU threads; {res['dtype']}.",
         f"Problem: task `{res['task']}`, {res['n_data']} sequences of L = {res['L']}, d_x = {res['d_x']}, "
-        f"d_k = {res['d_k']}, d_v = {res['d_v']}; median of {res['repeats']} calls.",
+        f"d_k = {res['d_k']}, d_v = {res['d_v']}; median of {res['repeats']} "
+        + (f"samples, each at least {1e3 * res['sample_seconds']:g} ms of calls back to back (a call's time: the "
+           "sample's over its calls)." if res.get("sample_seconds") else "calls."),
         f"Same-run roofline: {res['dtype']} matrix product {pk['matmul_flops'] / 1e12:.3g} TFLOP/s "
         f"({pk['matmul_size']}^3), copy {pk['copy_bytes_per_s'] / 1e9:.3g} GB/s (read + write).",
         "",  # two tables that fit the book's column: speed, then memory
