@@ -80,7 +80,7 @@ def test_bench_flags_figures_whose_calls_spread(tmp_path):
     res["rows"][1]["fused_sgd_spread"] = 0.5
     warn = bench.warning(res)
     assert warn and "fused_sgd at N = 8" in warn and "1.5 before the run" in warn
-    assert warn in bench.table(res) and "\u00a0±25%" in bench.table(res)
+    assert warn in bench.table(res) and "ms ±25%" in bench.table(res)
 
 
 def test_bench_says_whether_other_processes_were_busy(tmp_path):

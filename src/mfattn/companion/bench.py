@@ -447,8 +447,8 @@ def table(res: dict) -> str:
 
     def pm(r, impl, op):  # the median and the calls' spread (results saved before spreads have none)
         v = r.get(f"{impl}_{op}_spread")
-        text = _fmt_s(r[f"{impl}_{op}_s"]) + ("" if v is None else f" ±{50 * v:.0f}%")
-        return text.replace(" ", "\u00a0")
+        # the number and its unit held together; the spread may go to a line of its own (a narrow column)
+        return _fmt_s(r[f"{impl}_{op}_s"]).replace(" ", "\u00a0") + ("" if v is None else f" ±{50 * v:.0f}%")
 
     def sp(r, impl):
         k = f"speedup_grad_vs_{impl}"
