@@ -178,7 +178,8 @@ def test_float64_passes_keep_the_layout_and_bits_of_blocks_of_32(M, monkeypatch)
 
 
 def test_exponential_against_a_closed_form():
-    """The kernels' exponential (Cody-Waite reduction, degree-13 Taylor, 2^-k table) over x in
+    """The kernels' exponential (Cody-Waite reduction, Taylor polynomial of degree 13 in float64 and 7
+    in float32, 2^-k table) over x in
     [-1e4, 0], through a head whose output is a sigmoid: tokens X = (0, 1), d_x = d_k = 1,
     W_Q = W_V = W_O = 1, W_K = x. Row 1 has scores (0, x), so its output is A_11 v_1 = e^x / (1 + e^x);
     Phi with G = (0, 1) reads it off, one head per x."""
