@@ -134,6 +134,11 @@ def test_roofline_run_reports_and_rewrites_from_its_json(tmp_path):
     assert row["roof_s"] == pytest.approx(40 * 2 * max(bounds.values())) and row["bound"] == max(bounds, key=bounds.get)
     assert row["fraction"] == pytest.approx(row["roof_s"] / row["fused"]["median_s"])
     assert [b["block"] for b in res["blocks"]] == [8] and (fused.BLOCK, fused.BLOCK_FLOAT32, fused.WIDE_FROM) == (32, 64, 512)
+    # the cores other processes kept busy, before and after, in the table's first line (an older record: not recorded)
+    assert len(res["busy"]) == 2 and all(b is None or b >= 0 for b in res["busy"])
+    res["busy"] = [0.004, 1.25]
+    assert "before and after the run: 0.00 and 1.25." in rl.table(res).splitlines()[0]
+    assert "before and after the run: not recorded." in rl.table({k: v for k, v in res.items() if k != "busy"})
     path = tmp_path / "r.json"
     path.write_text(json.dumps(res))
     proc = subprocess.run([sys.executable, "-m", "mfattn", "bench", "--report", str(path), "--out", str(tmp_path)],

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import busy_elsewhere
 from ..models import fused as _fused
 
 __all__ = ["LANES", "peak_flops", "fma_values", "exp_rate", "bandwidth", "loop_form_rate", "counts", "fused_exp",
@@ -352,6 +353,7 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
     def timed(fn, k):  # k calls after two untimed ones
         return _summary(timeit.repeat(fn, repeat=k + 2, number=1)[2:])
 
+    busy0 = busy_elsewhere(0.5)  # cores other processes keep busy, before and after: they move every figure
     bw = bandwidth()
     out = {"machine": machine(torch.device("cpu")), "N": N, "B": B, "d_x": d_x, "d_v": d_v, "repeats": repeats,
            "bandwidth": bw, "ceilings": {}, "rows": [], "blocks": []}
@@ -400,11 +402,19 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
             out["blocks"].append({"dtype": name, "block": H, **t, "compiled": H in _FORMS,
                                   "fused_flops": flops * N * B / t["median_s"],
                                   "loop_form": loop_form_rate(np.dtype(name), lanes=H, compiled=H in _FORMS)})
+    out["busy"] = [busy0, busy_elsewhere(0.5)]
     return out
 
 
 def _g(x):
     return f"{x / 1e9:.1f}"
+
+
+def _busy(busy) -> str:
+    """The run's ``busy`` record in words (runs saved before it was recorded have none)."""
+    if not busy:
+        return "not recorded"
+    return " and ".join("unknown" if b is None else f"{b:.2f}" for b in busy)
 
 
 def _pm(t: dict) -> str:
@@ -419,7 +429,8 @@ def table(res: dict) -> str:
     lines = [f"Machine: {m.get('cpu', '?')}, {m.get('threads', '?')} threads, torch {m.get('torch', '?')}. "
              f"N = {res['N']} heads, B = {res['B']} sequences, d_x = {res['d_x']}, d_v = {res['d_v']}; "
              f"median of {res['repeats']} calls (±: half the interquartile range). Memory bandwidth "
-             f"(STREAM triad): {res['bandwidth'] / 1e9:.1f} GB/s.", "",
+             f"(STREAM triad): {res['bandwidth'] / 1e9:.1f} GB/s. Cores kept busy by other processes before and "
+             f"after the run: {_busy(res.get('busy'))}.", "",
              "| dtype | FMA peak (GFLOP/s) | exponential (Gexp/s) | loop form, 32 lanes, width read at run time "
              "(GFLOP/s) | loop form, the pass's width compiled in (GFLOP/s) |", "|---|---:|---:|---:|---:|"]
     lines += [f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form_runtime'])} | "
