@@ -455,13 +455,14 @@ def table(res: dict) -> str:
         return f"{r[k]:.3g} / {r[f'speedup_sgd_vs_{impl}']:.3g}" if k in r else "not run"
 
     lines = [
-        f"Machine: {where}; torch {m['torch']}, {m['threads']} CPU threads; {res['dtype']}.",
+        f"Machine: {where}; torch {m['torch']}, {m['threads']} CPU threads{roofline.wait_words(m)}; {res['dtype']}.",
         f"Problem: task `{res['task']}`, {res['n_data']} sequences of L = {res['L']}, d_x = {res['d_x']}, "
         f"d_k = {res['d_k']}, d_v = {res['d_v']}; median of {res['repeats']} "
         + (f"samples, each at least {1e3 * res['sample_seconds']:g} ms of calls back to back (a call's time: the "
            "sample's over its calls)." if res.get("sample_seconds") else "calls."),
         f"Same-run roofline: {res['dtype']} matrix product {pk['matmul_flops'] / 1e12:.3g} TFLOP/s "
-        f"({pk['matmul_size']}^3), copy {pk['copy_bytes_per_s'] / 1e9:.3g} GB/s (read + write).",
+        f"({pk['matmul_size']}^3), copy {pk['copy_bytes_per_s'] / 1e9:.3g} GB/s (read + write). "
+        + roofline.allocator_words(res),
         "",  # two tables that fit the book's column: speed, then memory
         f"| N | {name[best]} grad | {name[best]} SGD step | GFLOP/s | % of product rate | "
         + " | ".join(f"× {name[i]}" for i in others) + " |",
@@ -587,9 +588,10 @@ def run_tokens(repeats: int = 15) -> dict:
 
 def tokens_table(res: dict) -> str:
     """The token benchmark as a Markdown table."""
-    lines = [f"Token systems of chapter 06, float64, {res['threads']} threads: the attention sums "
+    lines = [f"Token systems of chapter 06, float64, {res['threads']} threads"
+             f"{roofline.wait_words(res.get('machine', {}))}: the attention sums "
              "$S_i=\\sum_j g_{ij}x_j$ and $Z_i=\\sum_j g_{ij}$ of every token, and one whole Euler step; "
-             "spread: the largest of the three figures' spreads over their calls.", "",
+             "spread: the largest of the three figures' spreads over their calls. " + roofline.allocator_words(res), "",
              "| B, n, d | fused | torch path (stored kernel) | speed-up | pairs per second | "
              "whole Euler step, fused | spread |", "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['B']}, {r['n']}, {r['d']} | {_fmt_s(r['fused_s'])} | {_fmt_s(r['torch_s'])} | "
@@ -717,6 +719,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> dict:
+    fresh = not (args.report or args.wait)  # --wait times fresh processes of the system's defaults
+    allocator = roofline.steady_allocator() if fresh else None
     if args.report:
         res, name = json.loads(Path(args.report).read_text()), Path(args.report).stem
     elif args.tokens:
@@ -736,6 +740,8 @@ def main(args) -> dict:
                             compile_time_too=not args.no_compile_time, profile=args.profile,
                             budgets=[int(float(b)) for b in args.budgets.split(",") if b])
         name = args.device
+    if fresh:
+        res["allocator"] = allocator
     _write(res, args, name)
     warn = None if args.report else warning(res)  # a token or roofline run has no figure's spread
     if warn:

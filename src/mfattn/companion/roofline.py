@@ -28,6 +28,7 @@ benchmark page shows both.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import platform
 import statistics
@@ -37,11 +38,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import busy_elsewhere
+from .. import THREAD_POLICY, busy_elsewhere
 from ..models import fused as _fused
 
 __all__ = ["LANES", "peak_flops", "fma_values", "exp_rate", "bandwidth", "loop_form_rate", "counts", "fused_exp",
-           "run_roofline", "table", "plot"]
+           "run_roofline", "steady_allocator", "allocator_words", "wait_words", "ALLOCATOR", "table", "plot"]
 
 #: Independent accumulators per thread of the FMA kernel: enough chains to cover the FMA latency on
 #: two pipes (8 registers of 16 float32, 16 of 8 float64 with AVX-512; twice as many with AVX2).
@@ -112,8 +113,10 @@ if _fused.available():
 
 
 def machine(device) -> dict:
-    """The machine a benchmark ran on: CPU model and logical cores (and the GPU), torch, Python, threads."""
-    info = {"torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads()}
+    """The machine a benchmark ran on: CPU model and logical cores (and the GPU), torch, Python, threads and
+    how they wait (``mfattn.THREAD_POLICY``: small calls take about twice as long when they sleep)."""
+    info = {"torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
+            "wait": THREAD_POLICY}
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
     names = [ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")]
     info["cpu"] = f"{names[0]} ({len(names)} logical cores)" if names else platform.processor()
@@ -406,8 +409,59 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
     return out
 
 
+#: glibc malloc's thresholds while the benchmark runs (:func:`steady_allocator`): blocks up to 32 MiB come
+#: from the heap, and up to 128 MiB of freed heap stays with the process.
+ALLOCATOR = {"mmap_threshold": 32 << 20, "trim_threshold": 128 << 20}
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
+
+
+def steady_allocator() -> dict | None:
+    """Fix glibc malloc's thresholds (:data:`ALLOCATOR`) for the rest of this process, so that a call's
+    large temporaries are reused from one call to the next instead of mapped afresh, page by page.
+
+    By default glibc moves its thresholds as blocks are freed, and gives memory back to the system
+    when much is free at the top of its heap; whether a path's temporaries of a few megabytes then
+    come back as fresh pages at every call depends on the process's history. The torch paths make
+    such temporaries; the fused kernels do not. Left to the defaults, the torch path of the token
+    sums at (64, 96, 2) took 0.9 to 7.3 ms in different processes (5,700 page faults per call in the
+    slow ones, 8 to 25 in the fast), and the head pass's torch path at N = 1024 took 16.7 to 20.9 ms
+    (15.7 ms in every process with the thresholds fixed): its speed-ups told processes apart, not
+    paths. The fixed thresholds are the torch path's steady state, so the fused path's speed-ups over
+    it are the smaller ones. Results do not depend on it.
+
+    Returns
+    -------
+    dict or None
+        The settings applied, or None where there is no glibc ``mallopt`` or it refused them.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return None
+    if mallopt(_M_MMAP_THRESHOLD, ALLOCATOR["mmap_threshold"]) != 1 or \
+            mallopt(_M_TRIM_THRESHOLD, ALLOCATOR["trim_threshold"]) != 1:
+        return None
+    return dict(ALLOCATOR)
+
+
+def allocator_words(res: dict) -> str:
+    """What a result says of the allocator it ran under (:func:`steady_allocator`), as a sentence."""
+    a = res.get("allocator", "unrecorded")
+    if a == "unrecorded":
+        return "Allocator: not recorded (a run from before it was)."
+    if not a:
+        return "Allocator: the system's defaults (no glibc mallopt here)."
+    return (f"Allocator: glibc malloc's thresholds fixed (blocks up to {a['mmap_threshold'] >> 20} MiB from the heap, "
+            f"up to {a['trim_threshold'] >> 20} MiB of freed heap kept), so temporaries are reused between calls.")
+
+
 def _g(x):
     return f"{x / 1e9:.1f}"
+
+
+def wait_words(m: dict) -> str:
+    """How a run's threads waited, for its machine line (runs saved before it was recorded: nothing)."""
+    return f" (waiting: {m['wait']})" if m.get("wait") else ""
 
 
 def _busy(busy) -> str:
@@ -426,11 +480,12 @@ def table(res: dict) -> str:
     """The roofline run as Markdown: the ceilings; per dtype and shape the work and the roofline,
     then the measured passes; the block widths."""
     m = res["machine"]
-    lines = [f"Machine: {m.get('cpu', '?')}, {m.get('threads', '?')} threads, torch {m.get('torch', '?')}. "
+    lines = [f"Machine: {m.get('cpu', '?')}, {m.get('threads', '?')} threads{wait_words(m)}, "
+             f"torch {m.get('torch', '?')}. "
              f"N = {res['N']} heads, B = {res['B']} sequences, d_x = {res['d_x']}, d_v = {res['d_v']}; "
              f"median of {res['repeats']} calls (±: half the interquartile range). Memory bandwidth "
              f"(STREAM triad): {res['bandwidth'] / 1e9:.1f} GB/s. Cores kept busy by other processes before and "
-             f"after the run: {_busy(res.get('busy'))}.", "",
+             f"after the run: {_busy(res.get('busy'))}. {allocator_words(res)}", "",
              "| dtype | FMA peak (GFLOP/s) | exponential (Gexp/s) | loop form, 32 lanes, width read at run time "
              "(GFLOP/s) | loop form, the pass's width compiled in (GFLOP/s) |", "|---|---:|---:|---:|---:|"]
     lines += [f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form_runtime'])} | "
