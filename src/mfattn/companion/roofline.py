@@ -425,7 +425,7 @@ def steady_allocator() -> dict | None:
     such temporaries; the fused kernels do not. Left to the defaults, the torch path of the token
     sums at (64, 96, 2) took 0.9 to 7.3 ms in different processes (5,700 page faults per call in the
     slow ones, 8 to 25 in the fast), and the head pass's torch path at N = 1024 took 16.7 to 20.9 ms
-    (15.7 ms in every process with the thresholds fixed): its speed-ups told processes apart, not
+    (15.7 ms in each of three processes with the thresholds fixed): its speed-ups told processes apart, not
     paths. The fixed thresholds are the torch path's steady state, so the fused path's speed-ups over
     it are the smaller ones. Results do not depend on it.
 
