@@ -662,7 +662,7 @@ def wait_table(res: dict) -> str:
     label = {"spin": f"bounded spin (GOMP_SPINCOUNT={res['spin']}; chosen on an idle machine)",
              "passive": "sleep at once (PASSIVE; chosen beside a busy process)", "default": "the runtime's default spin",
              **{k: f"bounded spin (GOMP_SPINCOUNT={k[5:]}; not chosen)" for k, _ in at if k.startswith("spin ")}}
-    busy = " and ".join("unknown" if b is None else f"{b:.2f}" for b in res["busy"])
+    busy = roofline.busy_words(res["busy"])
     lines = [f"300 small calls each, median of the repeats, {res['threads']} threads. Cores kept busy by other "
              f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1). "
              "The fused gradient calls take one thread fewer beside a busy core (mfattn.kernel_threads); the "

@@ -42,7 +42,8 @@ from .. import THREAD_POLICY, busy_elsewhere
 from ..models import fused as _fused
 
 __all__ = ["LANES", "peak_flops", "fma_values", "exp_rate", "bandwidth", "loop_form_rate", "counts", "fused_exp",
-           "run_roofline", "steady_allocator", "allocator_words", "wait_words", "ALLOCATOR", "table", "plot"]
+           "run_roofline", "steady_allocator", "allocator_words", "wait_words", "busy_words", "ALLOCATOR", "table",
+           "plot"]
 
 #: Independent accumulators per thread of the FMA kernel: enough chains to cover the FMA latency on
 #: two pipes (8 registers of 16 float32, 16 of 8 float64 with AVX-512; twice as many with AVX2).
@@ -464,8 +465,9 @@ def wait_words(m: dict) -> str:
     return f" (waiting: {m['wait']})" if m.get("wait") else ""
 
 
-def _busy(busy) -> str:
-    """The run's ``busy`` record in words (runs saved before it was recorded have none)."""
+def busy_words(busy) -> str:
+    """A run's ``busy`` record (cores other processes kept busy, before and after) in words, as the
+    benchmark's tables give it: "0.00 and unknown"; "not recorded" for runs saved before it was."""
     if not busy:
         return "not recorded"
     return " and ".join("unknown" if b is None else f"{b:.2f}" for b in busy)
@@ -485,7 +487,7 @@ def table(res: dict) -> str:
              f"N = {res['N']} heads, B = {res['B']} sequences, d_x = {res['d_x']}, d_v = {res['d_v']}; "
              f"median of {res['repeats']} calls (±: half the interquartile range). Memory bandwidth "
              f"(STREAM triad): {res['bandwidth'] / 1e9:.1f} GB/s. Cores kept busy by other processes before and "
-             f"after the run: {_busy(res.get('busy'))}. {allocator_words(res)}", "",
+             f"after the run: {busy_words(res.get('busy'))}. {allocator_words(res)}", "",
              "| dtype | FMA peak (GFLOP/s) | exponential (Gexp/s) | loop form, 32 lanes, width read at run time "
              "(GFLOP/s) | loop form, the pass's width compiled in (GFLOP/s) |", "|---|---:|---:|---:|---:|"]
     lines += [f"| {name} | {_g(c['fma'])} | {c['exp'] / 1e9:.2f} | {_g(c['loop_form_runtime'])} | "
