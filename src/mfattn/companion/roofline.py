@@ -451,7 +451,7 @@ def allocator_words(res: dict) -> str:
     if a == "unrecorded":
         return "Allocator: not recorded (a run from before it was)."
     if not a:
-        return "Allocator: the system's defaults (no glibc mallopt here)."
+        return "Allocator: the system's defaults (no glibc mallopt here, or it refused the thresholds)."
     return (f"Allocator: glibc malloc's thresholds fixed (blocks up to {a['mmap_threshold'] >> 20} MiB from the heap, "
             f"up to {a['trim_threshold'] >> 20} MiB of freed heap kept), so temporaries are reused between calls.")
 
