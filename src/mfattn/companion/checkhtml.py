@@ -56,7 +56,6 @@ import argparse
 import functools
 import http.server
 import shutil
-import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -229,12 +228,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chromium", default=None, help="the Chromium executable (default /usr/bin/chromium)")
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mfattn check-html", description=__doc__.split("\n\n")[0])
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
-
-
 def run(args) -> int:
     """``python -m mfattn check-html``: every fault of the site at ``args.root``, and a summary by kind;
     returns the exit status (1 when a fault is not one of :data:`KNOWN`)."""
@@ -250,7 +243,3 @@ def run(args) -> int:
     print(f"check-html: {n} pages at {VIEWPORT['width']} and {PHONE_VIEWPORT['width']} px, faults: {summary}"
           + (f"; {pending} known and pending (mfattn.companion.checkhtml.KNOWN)" if pending else ""))
     return 1 if faults else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -273,7 +273,3 @@ COMMANDS = {
     "check-html": (_delegate("checkhtml", "run", status=True), "open every page of the built book in headless "
                    "Chromium and report faults (mfattn.companion.checkhtml)"),
 }
-
-
-if __name__ == "__main__":
-    sys.exit(main())
