@@ -60,7 +60,7 @@ def test_matches_the_float64_engine_on_every_shape(oracle):
     # 27 shapes x (head sum, grad, phi) at least, both dtypes, single head, token and sequence included
     assert len(grid) >= 27 * 3
     for needle in ("N=1 n=1 L=1", "N=17 n=4 L=8", "d_k=1", "d_k=2", "d_x=1", "d_x=5", "float32", "per-sample",
-                   "grad=False gives None"):
+                   "grad=False gives None", "L=16 d_x=4 d_k=4", "N=33 n=2 L=32 d_x=4 d_k=8", "L=64 d_x=4 d_k=16"):
         assert any(needle in c["name"] for c in grid), needle
     bad = [(c["name"], c["err"], c["tol"]) for c in grid if not c["ok"]]
     assert bad == []

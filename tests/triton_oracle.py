@@ -10,7 +10,8 @@ Oracles:
 * the float64 torch engine (``HeadModel(fused=False)``, itself checked against autograd, finite
   differences and SDPA in test_model.py): each head's output from ``forward`` gives the head sum
   and ``Phi``, ``grad_at`` the gradient, summed and per sequence, on every shape of a grid
-  (N in {1, 3, 17}, n in {1, 4}, L in {1, 5, 8}, d_k in {1, 2}, d_x in {1, 3, 5}); the float32 kernels are fed
+  (N in {1, 3, 17}, n in {1, 4}, L in {1, 5, 8}, d_k in {1, 2}, d_x in {1, 3, 5}, and the benchmark's
+  head shapes d_k = 4, 8, 16 at L = 16, 32, 64); the float32 kernels are fed
   the float32-rounded inputs, and compared with the float64 engine on those same numbers;
 * a closed form: tokens ``(0, 1)``, ``d_x = d_k = 1``, ``W_Q = W_V = W_O = 1``, ``W_K = x``: row 1 of the
   attention is ``(1 - s, s)`` with ``s = sigmoid(x)``, so with ``G = X``, ``Phi = s`` and
@@ -49,8 +50,11 @@ def grid(quick: bool):
         if i % 3 != 1:  # float32 on two thirds of the shapes
             out.append(("float32", N, n, L, d_x, d_k))
     if quick:  # the device check's dry run: two shapes, one of them the single head, token and sequence
-        out = [c for c in out if (c[1], c[2], c[3]) in {(1, 1, 1), (3, 4, 5)}]
-    return out
+        return [c for c in out if (c[1], c[2], c[3]) in {(1, 1, 1), (3, 4, 5)}]
+    # the benchmark's and the roofline's head shapes (d_k, L) = (4, 16), (8, 32), (16, 64) at d_x = 4,
+    # which the device check times: a kernel must first be right where it will be timed (two blocks of
+    # heads at 33)
+    return out + [("float64", 3, 2, 16, 4, 4), ("float32", 33, 2, 32, 4, 8), ("float64", 2, 1, 64, 4, 16)]
 
 
 def main(argv=None) -> int:
