@@ -80,7 +80,8 @@ def test_splits_closed_form_and_large_logits(oracle):
 @needs_triton
 def test_device_check_dry_run(tmp_path):
     """tools/device_check.py's CPU mode: every part's record and output, the benchmark's rows with their
-    roofline fractions; a part past its limit is stopped and recorded as such, and the next one runs."""
+    roofline fractions, chapter 04's steps and its estimate; a part past its limit is stopped and recorded
+    as such, and the next one runs."""
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "device_check.py"), "--dry-run", "--out", str(tmp_path),
                           "--limits", "oracle=0.3"], env=interpreter_env(), capture_output=True, text=True,
                          timeout=120, cwd=tmp_path)
@@ -98,11 +99,16 @@ def test_device_check_dry_run(tmp_path):
         assert r["torch_s"] > 0 and r["triton_s"] > 0 and r["bound"] in ("fma", "exp", "memory")
         assert r["triton_fraction"] == pytest.approx(r["roof_s"] / r["triton_s"])
     assert set(res["ceilings"]) == {"float32", "float64"}
+    assert parts["steps"]["status"] == "ok", (tmp_path / "steps.log").read_text()[-3000:]
+    st = parts["steps"]["results"]["chapters"]["04"]
+    assert st["rows"] and st["skipped"] == [] and all(r["step_s"] > 0 and r["count"] > 0 for r in st["rows"])
+    assert st["estimate_s"] == pytest.approx(sum(r["count"] * r["step_s"] for r in st["rows"]))
     text = (tmp_path / "summary.txt").read_text()
     assert "oracle  timeout" in text and "| float64 |" in text and run.stdout.strip() == text.strip()
+    assert "04-long-time" in text and "committed ci run" in text
     # the oracle's own record, read back from its JSON lines, when it is not stopped
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "device_check.py"), "--dry-run", "--out",
-                          str(tmp_path / "full"), "--limits", "bench=0"], env=interpreter_env(), capture_output=True,
+                          str(tmp_path / "full"), "--limits", "bench=0,steps=0"], env=interpreter_env(), capture_output=True,
                          text=True, timeout=120)
     parts = json.loads((tmp_path / "full" / "device_check.json").read_text())["parts"]
     assert parts["oracle"]["status"] == "ok" and parts["oracle"]["interpreted"] is True

@@ -3,7 +3,7 @@ and triton (no Jupyter, no venv needed)::
 
     PYTHONPATH=src python tools/device_check.py --out device-check
 
-Four parts, each in its own process under its own time limit (a part that runs over is stopped and
+Five parts, each in its own process under its own time limit (a part that runs over is stopped and
 recorded as ``timeout``; the next part starts on time), about 8 minutes in all:
 
 * ``env``: torch, triton, CUDA and the card;
@@ -16,11 +16,16 @@ recorded as ``timeout``; the next part starts on time), about 8 minutes in all:
   measured in the same process: the multiply-add rate (the larger of a float matrix product and a
   Triton multiply-add kernel), the exponential rate (a Triton kernel) and the copy bandwidth,
   against the work of :func:`mfattn.companion.roofline.counts`;
+* ``steps``: one step of each kind of work every chapter repeats, at its ``paper`` profile's sizes
+  (``tools/chapter_steps.py``, the inventories in ``tools/steps``), and each chapter's paper profile
+  estimated from them (count x time of one step); chapter 02 first, a step not started by the part's
+  deadline is listed as not timed;
 * ``pytest``: ``tests/test_triton.py`` and ``tests/test_cuda.py`` (when pytest is installed).
 
 Writes into ``--out``: ``device_check.json`` (every part: status, seconds, limit, results),
-``summary.txt``, and each part's own output (``oracle.jsonl``, ``bench.json``, ``pytest.txt``).
-``--dry-run`` runs the same code on the CPU in seconds (Triton's interpreter, tiny sizes, no pytest):
+``summary.txt``, and each part's own output (``oracle.jsonl``, ``bench.json``, ``steps.json``, ``pytest.txt``).
+``--dry-run`` runs the same code on the CPU in seconds (Triton's interpreter, tiny sizes, chapter 04's
+ci steps, no pytest):
 ``tests/test_triton.py`` runs it so.
 """
 
@@ -37,11 +42,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Each part's time limit in seconds; their sum stays under the budget (8 minutes) with a margin.
-LIMITS = {"env": 30.0, "oracle": 150.0, "bench": 140.0, "pytest": 150.0}
+LIMITS = {"env": 20.0, "oracle": 130.0, "bench": 110.0, "steps": 130.0, "pytest": 80.0}
 BUDGET = 470.0
 #: The benchmark's shapes (those of ``python -m mfattn bench`` and of the book's benchmark page).
 NS = (1024, 16384, 65536, 262144)
 SHAPE = dict(n_data=16, L=8, d_x=4, d_k=2, d_v=5)
+#: The order in which the steps part times the chapters: the headline chapter first.
+STEP_ORDER = ("02", "01", "03", "04", "05", "06", "07", "08", "09")
 
 
 # ------------------------------------------------------------------------------------ the parts
@@ -209,6 +216,16 @@ def part_bench(out: Path, dry: bool, deadline: float) -> dict:
     return res
 
 
+def _chapter_steps():
+    """tools/chapter_steps.py as a module (its table of chapter estimates)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chapter_steps", ROOT / "tools" / "chapter_steps.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 # ------------------------------------------------------------------------------- the driver
 def run_part(cmd: list[str], limit: float, env: dict, log: Path | None) -> dict:
     """Run ``cmd`` in its own process group for at most ``limit`` seconds; its output goes to ``log``."""
@@ -281,6 +298,16 @@ def main(argv=None) -> int:
         r["results"] = json.loads((out / "bench.json").read_text())
     report["parts"]["bench"] = r
 
+    limit = left("steps")
+    steps = [py, str(ROOT / "tools" / "chapter_steps.py"), "--out", str(out), "--deadline",
+             str(time.monotonic() + 0.85 * limit)]
+    steps += ["--profile", "ci", "--device", "cpu", "--chapters", "04", "--reps", "1"] if a.dry_run else \
+        ["--profile", "paper", "--device", "cuda", "--reps", "1", "--chapters", ",".join(STEP_ORDER)]
+    r = run_part(steps, limit, env, out / "steps.log")
+    if (out / "steps.json").exists():
+        r["results"] = json.loads((out / "steps.json").read_text())
+    report["parts"]["steps"] = r
+
     if a.dry_run:
         report["parts"]["pytest"] = {"status": "skipped (dry run)"}
     elif not report["parts"]["env"].get("pytest"):
@@ -328,6 +355,9 @@ def summary(report: dict) -> str:
         lines += [f"  skipped: {s}" for s in res.get("skipped", [])]
         if res["rows"]:
             lines.append(f"  the Triton path's calls went through: {res['rows'][0]['dispatch']}")
+    steps = report["parts"].get("steps", {}).get("results")
+    if steps:
+        lines += ["", _chapter_steps().table(steps).rstrip()]
     pt = report["parts"]["pytest"]
     if pt.get("last_line"):
         lines += ["", f"pytest: {pt['last_line']}"]

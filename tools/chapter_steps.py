@@ -1,0 +1,169 @@
+"""One step of each kind of work every chapter repeats, timed, and the chapter's time estimated from it.
+
+A chapter repeats a few kinds of step: an SGD or GD step of N heads, a Runge-Kutta step of the reference
+flow, an Euler step of the token systems, a risk evaluation... ``tools/steps/chNN.py`` lists them for one
+chapter: ``inventory(p, device)`` gives, for the parameter values ``p`` of a profile, each kind's
+description, how many such steps the chapter takes under ``p`` (a formula of ``p``), and how to build one
+(built untimed, then timed as one call). The chapter's time is then ``sum(count x time of one step)``,
+without running it. On a lent GPU machine the device check times the ``paper`` profile's steps at
+their own sizes (``make device-check``); on the CPU the same command with the ``ci`` profile puts each
+estimate beside the committed ci run's measured time, the check that the inventories cover what the
+chapters spend (what they leave out, plots, fits, small solvers, shows as the gap)::
+
+    PYTHONPATH=src python tools/chapter_steps.py --profile ci --device cpu             # the CPU check
+    PYTHONPATH=src python tools/chapter_steps.py --profile paper --device cuda --out DIR
+
+Writes ``steps.json`` into ``--out`` after every timed step (so a run stopped at its deadline keeps what
+it measured), ``steps.md`` (the chapters' table) at the end, and prints one line per step and per chapter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = Path(__file__).resolve().parent / "steps"
+
+
+def inventories() -> dict:
+    """``{chapter number: inventory function}`` from ``tools/steps/chNN.py``."""
+    out = {}
+    for f in sorted(STEPS.glob("ch[0-9][0-9].py")):
+        spec = importlib.util.spec_from_file_location(f"chapter_steps_{f.stem}", f)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        out[f.stem[2:]] = mod.inventory
+    return out
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_step(fn, device, reps: int) -> float:
+    """The median time of ``reps`` calls of ``fn`` after one untimed call (compilation, caches)."""
+    fn()
+    _sync(device)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def fmt(s: float) -> str:
+    """Seconds as ``12 s``, ``3m05`` or ``1h42``."""
+    if s < 60:
+        return f"{s:.3g} s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}"
+
+
+def run(chapters, profile: str, device, *, reps: int = 3, deadline: float = float("inf"), save=None) -> dict:
+    """Time every step of ``chapters`` (numbers, e.g. ``["02"]``) under ``profile`` on ``device``; the
+    result's ``chapters[NN]`` holds the rows, the estimate, the committed ci time and what was skipped."""
+    import mfattn  # noqa: F401  (first: the thread policy)
+    import torch
+
+    from mfattn.companion.chapters import find_chapter, profiles, recorded
+
+    inv = inventories()
+    res = {"profile": profile, "device": str(device), "threads": torch.get_num_threads(), "reps": reps, "chapters": {}}
+    if device.type == "cuda":
+        res["gpu"] = torch.cuda.get_device_name(device)
+    for ch in chapters:
+        src = find_chapter(ROOT, ch)
+        rec = recorded(src.with_suffix(".ipynb"))
+        entry = res["chapters"][ch] = {"name": src.stem, "ci_seconds": rec.get("ci_seconds"), "rows": [],
+                                       "skipped": [], "estimate_s": 0.0}
+        if ch not in inv:
+            entry["skipped"].append("no inventory (tools/steps)")
+            continue
+        p = dict(profiles(src)[profile], seed=0, device=str(device), profile=profile)
+        for e in inv[ch](p, device):
+            if time.monotonic() > deadline:
+                entry["skipped"].append(f"{e['what']}: out of time")
+                continue
+            t0 = time.perf_counter()
+            fn = e["make"]()
+            build = time.perf_counter() - t0
+            step = time_step(fn, device, reps)
+            row = {"what": e["what"], "count": float(e["count"]), "step_s": step, "seconds": e["count"] * step,
+                   "build_s": build}
+            entry["rows"].append(row)
+            entry["estimate_s"] += row["seconds"]
+            print(f"{ch} {e['what'][:64]:64s} {row['count']:>9.4g} x {1e3 * step:9.3f} ms = {fmt(row['seconds'])}",
+                  flush=True)
+            del fn
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            if save:
+                save(res)
+    return res
+
+
+def table(res: dict) -> str:
+    """A Markdown table, one row per chapter: the estimate from its steps, and (ci profile) the committed ci
+    run's measured time beside it."""
+    where = res.get("gpu") or f"{res['device']}, {res.get('threads')} threads"
+    ci = res["profile"] == "ci"
+    lines = [f"Each chapter's time estimated from one step of each kind ({res['profile']} profile, {where}; each "
+             f"step the median of {res['reps']} calls after an untimed one).", "",
+             "| chapter | kinds of step timed | estimate |" + (" committed ci run | estimate / committed |" if ci else "")
+             + " not timed |", "|---|---:|---:|" + ("---:|---:|" if ci else "") + "---:|"]
+    for e in res["chapters"].values():
+        row = f"| {e['name']} | {len(e['rows'])} | {fmt(e['estimate_s'])} |"
+        if ci:
+            c = e["ci_seconds"]
+            row += f" {fmt(c)} | {e['estimate_s'] / c:.2f} |" if c else " | |"
+        lines.append(row + f" {len(e['skipped'])} |")
+    total = sum(e["estimate_s"] for e in res["chapters"].values())
+    if ci:
+        c = sum(e["ci_seconds"] or 0 for e in res["chapters"].values())
+        lines.append(f"| all | {sum(len(e['rows']) for e in res['chapters'].values())} | {fmt(total)} | {fmt(c)} | "
+                     f"{total / c:.2f} | {sum(len(e['skipped']) for e in res['chapters'].values())} |")
+    else:
+        lines.append(f"| all | {sum(len(e['rows']) for e in res['chapters'].values())} | {fmt(total)} | "
+                     f"{sum(len(e['skipped']) for e in res['chapters'].values())} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", default="ci", help="the chapters' profile whose steps are timed (ci or paper)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--chapters", default="", help="comma-separated numbers (default: every chapter with an inventory)")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--out", default=None, help="folder for steps.json")
+    p.add_argument("--deadline", type=float, default=None, help="time.monotonic() after which no step starts")
+    a = p.parse_args(argv)
+    import torch
+
+    chapters = [c.zfill(2) for c in a.chapters.split(",") if c] or sorted(inventories())
+    save = None
+    if a.out:
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        save = lambda res: (Path(a.out) / "steps.json").write_text(json.dumps(res, indent=1))  # noqa: E731
+    res = run(chapters, a.profile, torch.device(a.device), reps=a.reps,
+              deadline=a.deadline if a.deadline is not None else float("inf"), save=save)
+    if save:
+        save(res)
+        (Path(a.out) / "steps.md").write_text(table(res))
+    print(table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
