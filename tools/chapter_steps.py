@@ -33,6 +33,8 @@ STEPS = Path(__file__).resolve().parent / "steps"
 
 def inventories() -> dict:
     """``{chapter number: inventory function}`` from ``tools/steps/chNN.py``."""
+    if str(STEPS) not in sys.path:  # their shared pieces: tools/steps/stepkit.py
+        sys.path.insert(0, str(STEPS))
     out = {}
     for f in sorted(STEPS.glob("ch[0-9][0-9].py")):
         spec = importlib.util.spec_from_file_location(f"chapter_steps_{f.stem}", f)

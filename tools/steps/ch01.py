@@ -21,6 +21,8 @@ from mfattn.models.model import HeadModel
 from mfattn.models.softmax import softmax_jacobian_top_eigenvalue
 from mfattn.models.tasks import make_task
 
+from stepkit import sync  # tools/steps/stepkit.py
+
 # constants of the chapter's cells
 DIMS = [2, 3, 5, 10, 50]                 # Lemma 2.1
 N_SCALES = 9                             # torch.logspace(-2, 2, 9)
@@ -96,15 +98,10 @@ def _ascent_step(m, d_x, d_v, L, K, seed):
     return make
 
 
-def _sync(device):
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _synced(fn, device):
     def step():
         r = fn()
-        _sync(device)
+        sync(device)
         return r
     return step
 

@@ -28,6 +28,8 @@ from mfattn.flows.integrate import as_profile, make_stepper
 from mfattn.flows.seeds import stream
 from mfattn.models.tasks import make_task
 
+from stepkit import flow_step  # tools/steps/stepkit.py
+
 LAWS = ("ball", "gauss")  # the chaos cell runs the experiment once per initial law
 FRAMES_PER_STEP = 4  # frames of the animation drawn in one timed step
 N_SHOW_HEADS = 128  # the clouds/animation cells' draw(128, "heads", 0)
@@ -65,28 +67,11 @@ def _tests(model, p):
 
 def _reference_step(p, device, n, h):
     """One RK4 step of reference_flow at n particles on the whole dataset, as integrate() does it with
-    keep_stages and dissipation: four model.evaluate passes, the first one's risk and dissipation on the
-    host, the four stage residuals stacked, the whole population cloned (the recording)."""
+    keep_stages and dissipation (stepkit.flow_step), the whole population cloned (the recording)."""
     def make():
         model, data = _setup(p, device)
-        X, Y = data.X, data.Y
         heads, weights = model.check_measure(_draw(model, p, n, "reference", 1), None)
-        stepper, prof = make_stepper("rk4"), as_profile(1.0)
-
-        def step():
-            stages = []
-
-            def grad(s, points):
-                r, G, g, _ = model.evaluate(X, Y, points, weights)
-                if s == 0:
-                    float(r), float(model.weighted_sq_norm(weights, g))
-                stages.append(G)
-                return g
-            w = stepper.step(heads, 0.0, h, prof, grad, {})
-            torch.stack(stages)
-            w.clone()
-            float(w[0, 0])
-        return step
+        return flow_step(model, data.X, data.Y, heads, weights, h, copy=True)
     return make
 
 

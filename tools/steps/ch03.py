@@ -2,7 +2,7 @@
 Markov optima, the boundary optimum and the inf E_N sweep are 79 % of the committed cell time). Entries: the
 SLSQP local solves of `mean_field_optimum` (teacher task: the ball holding the teacher and the one excluding
 it; Markov task: one optimum per radius) and the SLSQP polish of `finite_head_optimum` (N d_omega <= 256),
-a step = `scipy.optimize.minimize(..., method="SLSQP", maxiter=SLOT)` on the engine's local-solve problem
+a step = SLOT iterations of `mfattn.analysis.static.local_solve` (SLSQP) on the engine's local-solve problem
 (objective `risk_grad_phi`, ball and simplex constraints; QP work and set-up included, ~1 evaluation per
 iteration), plus one entry per solve type for the further line-search evaluations of the objective (a step =
 one evaluation); the projected-gradient descent of `finite_head_optimum`, one pair of entries per N of N_grid
@@ -23,11 +23,11 @@ import mfattn  # noqa: F401  first: the thread policy
 import math
 import numpy as np
 import torch
-from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
 
-from mfattn.analysis.static import Ball
+from mfattn.analysis.static import Ball, local_solve
 from mfattn.models.tasks import make_task
+
+from stepkit import sync  # tools/steps/stepkit.py
 
 SLOT = 25                    # SLSQP iterations per timed step
 MF_ITERS = 450               # nominal SLSQP iterations per mean-field local solve (ci: 8502 over 19 solves)
@@ -42,57 +42,24 @@ SINGLE_RESTARTS = 4          # finite_head_optimum(..., 1, n_random=4) of the la
 POLISH_MAX = 256
 
 
-def _sync(device):
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _polish_iters(N, d_omega):
     return min(1000, 50 + 2 * N * d_omega)
 
 
 def _slsqp_block(model, data, ball, atoms, w, free_weights):
-    """SLOT iterations of SLSQP on the engine's local-solve problem (risk over atoms in K, weights)."""
+    """(step, evaluation): SLOT iterations of the engine's local solve (``static.local_solve``: SLSQP on the
+    risk over atoms in K, and weights), and one evaluation of its objective (risk, gradient and Phi on
+    the host), the unit of the line searches' extra evaluations."""
     X, Y = data.X, data.Y
-    m, D = atoms.shape
-    t = lambda v: torch.from_numpy(v).to(device=atoms.device, dtype=atoms.dtype)
-
-    def split(x):
-        return t(x[: m * D]).reshape(m, D), (t(x[m * D:]) if free_weights else w)
-
-    def fun(x):
-        A, ww = split(x)
-        risk, grad, phi = model.risk_grad_phi(X, Y, A, ww)
-        gA = (ww[:, None] * grad).flatten()
-        if free_weights:
-            gA = torch.cat([gA, phi])
-        return float(risk), gA.detach().cpu().double().numpy()
-
-    def ball_fun(x):
-        A = x[: m * D].reshape(m, D)
-        return ball.radius**2 - (A * A).sum(1)
-
-    def ball_jac(x):
-        A = x[: m * D].reshape(m, D)
-        J = np.zeros((m, x.size))
-        for j in range(m):
-            J[j, j * D:(j + 1) * D] = -2 * A[j]
-        return J
-
-    cons = [dict(type="ineq", fun=ball_fun, jac=ball_jac)]
-    x0 = atoms.detach().cpu().double().numpy().ravel()
-    bounds = [(None, None)] * (m * D)
-    if free_weights:
-        x0 = np.r_[x0, w.detach().cpu().double().numpy()]
-        bounds += [(0.0, 1.0)] * m
-        cons.append(dict(type="eq", fun=lambda x: x[m * D:].sum() - 1.0,
-                         jac=lambda x: np.r_[np.zeros(m * D), np.ones(m)][None]))
 
     def step():
-        with threadpool_limits(limits=1, user_api="blas"):
-            return minimize(fun, x0, jac=True, method="SLSQP", bounds=bounds, constraints=cons,
-                            options=dict(maxiter=SLOT, ftol=1e-15))
-    return step, lambda: fun(x0)
+        return local_solve(model, X, Y, atoms, w, ball, free_weights=free_weights, maxiter=SLOT, ftol=1e-15)
+
+    def evaluation():
+        risk, grad, phi = model.risk_grad_phi(X, Y, atoms, w)
+        g = (w[:, None] * grad).flatten()
+        return float(risk), (torch.cat([g, phi]) if free_weights else g).detach().cpu().double().numpy()
+    return step, evaluation
 
 
 def inventory(p: dict, device) -> list[dict]:
@@ -192,7 +159,7 @@ def inventory(p: dict, device) -> list[dict]:
                 st["q"] = torch.where(ok[:, None], trial, st["q"])
                 st["f"] = torch.where(ok, ft, st["f"])
                 st["step"] = torch.where(ok, 1.5 * st["step"], 0.5 * st["step"])
-            _sync(device)
+            sync(device)
         return step
     out.append(dict(what=f"feature_sup ascent step, {n_starts} starts", count=200, make=make_sup))
 
@@ -259,7 +226,7 @@ def inventory(p: dict, device) -> list[dict]:
             def step():
                 g = model.grad_at(data.X, model.pullback(data.X, data.Y, H, w) * scale, H)
                 ball.project(H - 0.01 * g)
-                _sync(device)
+                sync(device)
             return step
         return make
 

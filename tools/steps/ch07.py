@@ -23,6 +23,8 @@ from mfattn.flows.seeds import stream
 from mfattn.models.tasks import make_task
 from mfattn.models.twolayer import teacher_regression
 
+from stepkit import flow_step  # tools/steps/stepkit.py
+
 KINDS = ("heads", "neurons")
 N_TESTS = 64  # the chapter's test family of (24): 64 directions and 64 centres
 
@@ -41,28 +43,13 @@ def _draw(model, p, n, law, *name):
 
 
 def _rk4_flow(kind, p, device, n, law):
-    """One RK4 step of `reference_flow` at n particles as `integrate` takes it: four `model.evaluate`
-    passes, the first one's risk and dissipation synced to the host (the recording), the stage residuals
-    stacked (keep_stages)."""
+    """One RK4 step of `reference_flow` at n particles as `integrate` takes it (stepkit.flow_step: four
+    `model.evaluate` passes, the first one's risk and dissipation synced to the host, the stage residuals
+    stacked)."""
     def make():
         model, data = _model(kind, p, device)
         heads, weights = model.check_measure(_draw(model, p, n, law, kind, "ref"), None)
-        X, Y = data.X, data.Y
-        stepper, prof = make_stepper("rk4"), as_profile(1.0)
-
-        def step():
-            stages = []
-
-            def grad(s, points):
-                r, G, g, _ = model.evaluate(X, Y, points, weights)
-                if s == 0:
-                    float(r), float(model.weighted_sq_norm(weights, g))
-                stages.append(G)
-                return g
-            w = stepper.step(heads, 0.0, p["ref_step"], prof, grad, {})
-            torch.stack(stages)
-            float(w[0, 0])
-        return step
+        return flow_step(model, data.X, data.Y, heads, weights, p["ref_step"])
     return make
 
 

@@ -21,18 +21,10 @@ from mfattn.flows.optimizers import adam_crossover, adam_on_risk, adam_speed, em
 from mfattn.flows.seeds import stream
 from mfattn.models.tasks import make_task
 
+from stepkit import sync, uniform  # tools/steps/stepkit.py
+
 ZETA = 0.5
 RECORDS, SUBSTEPS = 8, 16  # heavy_ball_clock's defaults (the chapter keeps them)
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _uniform(heads):
-    n = heads.shape[0]
-    return torch.full((n,), 1.0 / n, dtype=heads.dtype, device=heads.device)
 
 
 def _runner(model, data, heads0, stepper, h, *, reuse=True, keep=None, keep_stages=False):
@@ -40,7 +32,7 @@ def _runner(model, data, heads0, stepper, h, *, reuse=True, keep=None, keep_stag
     gradient passes through `model.evaluate`, the risk and dissipation read off the first pass (`reuse`,
     the chapter's `dissipation=True`), the stage residuals stacked (`keep_stages`), the kept heads copied."""
     X, Y = data.X, data.Y
-    w = _uniform(heads0)
+    w = uniform(heads0)
     prof = as_profile(ZETA)
     st = {"heads": heads0.clone(), "state": stepper.init_state(heads0), "k": 0}
 
@@ -145,7 +137,7 @@ def inventory(p: dict, device) -> list[dict]:
     def make_hb_risk():
         model, data = task()
         h0 = draw(model, p["N_energy"], "clock", 0)
-        w = _uniform(h0)
+        w = uniform(h0)
 
         def step():
             float(model.risk_and_dissipation(data.X, data.Y, h0, w, dissipation=False)[0])
@@ -163,7 +155,7 @@ def inventory(p: dict, device) -> list[dict]:
         def step():
             for f in fns:
                 f()
-            _sync(device)
+            sync(device)
         return step
     out.append({"what": f"chaos references: one step of each of 4 optimizers, n_ref={p['n_ref']}",
                 "count": 2 * (steps + 1), "make": make_ref})
@@ -180,7 +172,7 @@ def inventory(p: dict, device) -> list[dict]:
         def step():
             for s in setups:
                 s.reference(1, p["n_first"])
-            _sync(device)
+            sync(device)
         return step
     out.append({"what": f"first-step references: ChaosSetup.reference of 4 optimizers, n_first={p['n_first']}",
                 "count": 2, "make": make_first_ref})
@@ -200,7 +192,7 @@ def inventory(p: dict, device) -> list[dict]:
             def step():
                 for f in fns:
                     f()
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"chaos run step, N={N}: 4 optimizers x (step + 2 characteristic steps)",
                     "count": p["n_chaos"] * steps, "make": make_point})
@@ -220,7 +212,7 @@ def inventory(p: dict, device) -> list[dict]:
             def step():
                 for setup, refs in pairs:
                     setup.point(refs, N, 0)
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"first-step point, N={N}: ChaosSetup.point of 4 optimizers",
                     "count": p["n_chaos"], "make": make_first})
@@ -233,7 +225,7 @@ def inventory(p: dict, device) -> list[dict]:
 
         def step():
             empirical_grad_phi(model, data, h0)
-            _sync(device)
+            sync(device)
         return step
     out.append({"what": f"crossover: empirical_grad_phi, n_ref={p['n_ref']}", "count": 2, "make": make_grad})
 
@@ -278,7 +270,7 @@ def inventory(p: dict, device) -> list[dict]:
             def step():
                 for f in fns:
                     f()
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"adam_point step, N={N}: {1 + len(p['risk_eps'])} Adam runs",
                     "count": p["n_seeds_adam"] * (steps + 1), "make": make_adam})

@@ -26,17 +26,9 @@ from mfattn.flows.seeds import stream, stream_seed
 from mfattn.models.baseline import PractitionerAttention
 from mfattn.models.tasks import text_task
 
+from stepkit import sync, uniform  # tools/steps/stepkit.py
+
 ZETA = 0.5
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _uniform(heads):
-    n = heads.shape[0]
-    return torch.full((n,), 1.0 / n, dtype=heads.dtype, device=heads.device)
 
 
 def inventory(p: dict, device) -> list[dict]:
@@ -67,7 +59,7 @@ def inventory(p: dict, device) -> list[dict]:
     def gd_step(model, data, heads0, *, keep_stages=False):
         """One pass of integrate's loop body, stepper "gd", whole dataset, no dissipation recorded."""
         X, Y = data.X, data.Y
-        w, prof, stepper = _uniform(heads0), as_profile(ZETA), make_stepper("gd")
+        w, prof, stepper = uniform(heads0), as_profile(ZETA), make_stepper("gd")
         st = {"heads": heads0.clone(), "k": 0}
 
         def step():
@@ -83,19 +75,19 @@ def inventory(p: dict, device) -> list[dict]:
             if keep_stages:
                 torch.stack(stages)
             st["k"] += 1
-            _sync(device)
+            sync(device)
         return step
 
     def record_step(model, data, heads, *, keep=None, tail_X=None):
         """One recording of integrate: the kept heads' copy, the risk, and the tail share of a reference."""
-        w = _uniform(heads)
+        w = uniform(heads)
 
         def step():
             heads[:keep].clone()
             float(model.risk_and_dissipation(data.X, data.Y, heads, w, dissipation=False)[0])
             if tail_X is not None:
                 tail_share(model, tail_X, heads)
-            _sync(device)
+            sync(device)
         return step
 
     out = []
@@ -123,7 +115,7 @@ def inventory(p: dict, device) -> list[dict]:
         def step():
             Tk.model.mean_attention(Th.data.X[:32], W)
             float(Tk.model.risk(Tk.data, W)), float(Tk.model.risk(Th.data, W))
-            _sync(device)
+            sync(device)
         return step
     out.append({"what": f"reference measures: mean_attention + train and held-out risk, n_ref={p['n_ref']}",
                 "count": 2 * 2, "make": make_ref_measure})
@@ -134,7 +126,7 @@ def inventory(p: dict, device) -> list[dict]:
 
         def step():
             iid_gap_coefficient(Tk.model, Tk.data, W)
-            _sync(device)
+            sync(device)
         return step
     out.append({"what": "risk gap: iid_gap_coefficient at 1024 heads", "count": 3, "make": make_iid})
 
@@ -172,7 +164,7 @@ def inventory(p: dict, device) -> list[dict]:
                 if (st["k"] + 1) % record == 0:
                     st["w"].clone()
                 st["k"] += 1
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"characteristic step, N={N}", "count": 2 * 2 * p["n_seeds"] * steps, "make": make_char})
 
@@ -187,7 +179,7 @@ def inventory(p: dict, device) -> list[dict]:
                 for _ in range(2):  # the two horizons
                     float(model.risk(data, W)), float(model.risk(held, W))
                     float((model.mean_attention(held.X[:32], W) - A).pow(2).mean().sqrt())
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"measure (2 horizons: risks, attention), N={N}", "count": p["n_seeds"],
                     "make": make_measure})
@@ -201,7 +193,7 @@ def inventory(p: dict, device) -> list[dict]:
             def step():
                 for param in ("mean-field", "standard"):
                     coordinate_check(Tk.model, Tk.data, W, step=h, steps=p["coord_steps"], parametrisation=param)
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"coordinate_check, both parametrisations, N={N}", "count": p["n_seeds_coord"],
                     "make": make_coord})
@@ -236,7 +228,7 @@ def inventory(p: dict, device) -> list[dict]:
                 opt.zero_grad()
                 ce(net, x, y).backward()
                 opt.step()
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"practitioner Adam step, N={N}", "count": p["n_seeds_cmp"] * p["cmp_steps"],
                     "make": make_pr})
@@ -272,7 +264,7 @@ def inventory(p: dict, device) -> list[dict]:
                 for _ in range(n_mf_rec):
                     rec()
                 float(Tk.model.risk(Th.data, W))
-                _sync(device)
+                sync(device)
             return step
         out.append({"what": f"comparison records of one run ({n_mf_rec} risks + held-out risk), N={N}",
                     "count": p["n_seeds_cmp"], "make": make_mf_record})

@@ -58,6 +58,7 @@ __all__ = [
     "minimize_first_variation",
     "certificate",
     "mean_field_optimum",
+    "local_solve",
     "consolidate",
     "finite_head_optimum",
     "round_measure",
@@ -691,13 +692,55 @@ def certificate(model: HeadModel, data: Dataset, heads, weights, ball: Ball, *, 
 
 
 # ------------------------------------------------------- local solve over atoms (and weights)
-def _local_solve(model: HeadModel, X, Y, atoms, w, ball: Ball, *, free_weights: bool, maxiter: int, ftol: float):
+def local_solve(model: HeadModel, X, Y, atoms, w, ball: Ball, *, free_weights: bool, maxiter: int, ftol: float):
     """Minimise the risk (10) of ``sum_j w_j delta_{omega_j}`` over the atoms in ``K`` (and, with
     ``free_weights``, over the weights on the simplex) by SLSQP, which keeps the ball and simplex
     constraints exactly and converges superlinearly near a solution.
 
     The gradient is exact: ``w_j grad Phi(omega_j; rho)`` in ``omega_j`` (13) and ``Phi(omega_j; rho)``
-    in ``w_j`` (11). Returns the atoms, the weights (clipped to the simplex) and scipy's result.
+    in ``w_j`` (11). The local step of :func:`mean_field_optimum` and the polish of
+    :func:`finite_head_optimum`; no validation (their callers have checked). Also timed, a block of
+    iterations at a time, by ``tools/steps/ch03.py``.
+
+    Parameters
+    ----------
+    model : HeadModel
+    X, Y : Tensor (B, L, d_x), (B, L, d_v)
+        The data.
+    atoms : Tensor (m, d_omega)
+        The starting atoms, in ``ball``.
+    w : Tensor (m,)
+        Their weights (on the simplex).
+    ball : Ball
+        The compact set ``K``.
+    free_weights : bool
+        Optimise the weights too (else they stay ``w``).
+    maxiter : int
+        SLSQP's iteration cap.
+    ftol : float
+        SLSQP's tolerance on the risk.
+
+    Returns
+    -------
+    atoms : Tensor (m, d_omega)
+        The solution, projected onto ``ball``.
+    weights : Tensor (m,)
+        Its weights, clipped to the simplex (``w`` unless ``free_weights``).
+    result : scipy.optimize.OptimizeResult
+        SLSQP's own record (``nit``, ``nfev``, ``fun``, ...).
+
+    Examples
+    --------
+    >>> from mfattn.analysis.static import Ball, local_solve
+    >>> from mfattn.models.tasks import example
+    >>> model, data, heads, w = example()
+    >>> ball = Ball(3.0)
+    >>> A, ww, res = local_solve(model, data.X, data.Y, ball.project(heads), w, ball, free_weights=True,
+    ...                          maxiter=30, ftol=1e-12)
+    >>> bool(model.risk(data, A, ww) < model.risk(data, ball.project(heads), w))
+    True
+    >>> bool(ball.contains(A).all()), round(float(ww.sum()), 12), bool((ww >= 0).all())
+    (True, 1.0, True)
     """
     import numpy as np
     from scipy.optimize import minimize
@@ -973,7 +1016,7 @@ def mean_field_optimum(
     warm = None
     bar = progress_bar(range(outer), enabled=progress, desc="Frank-Wolfe", leave=False)
     for _ in bar:
-        atoms, w, _ = _local_solve(model, X, Y, atoms, w, ball, free_weights=True, maxiter=maxiter, ftol=ftol)
+        atoms, w, _ = local_solve(model, X, Y, atoms, w, ball, free_weights=True, maxiter=maxiter, ftol=ftol)
         keep = w > 1e-12 * float(w.max())
         atoms, w = atoms[keep], w[keep] / w[keep].sum()
         cert = certificate(model, data, atoms, w, ball, generator=generator, n_starts=n_starts, starts=warm,
@@ -1254,7 +1297,7 @@ def finite_head_optimum(
     for h in starts:  # a handful of independent problems; each run is batched over its N heads
         h, f = _descend_risk(model, data.X, data.Y, h, ball, iters)
         if N * model.d_omega <= polish_max:
-            h, _, res = _local_solve(model, data.X, data.Y, h, w, ball, free_weights=False, maxiter=1000,
+            h, _, res = local_solve(model, data.X, data.Y, h, w, ball, free_weights=False, maxiter=1000,
                                      ftol=1e-15)
             f = float(model.risk_and_dissipation(data.X, data.Y, h, w, dissipation=False)[0])
         finals.append(h)
