@@ -42,7 +42,7 @@ def test_entries_count_steps_the_chapter_takes(profile):
 
 def test_the_estimate_adds_count_times_step(monkeypatch):
     """run(): each row's seconds is its count times the median of its timed calls, the chapter's estimate
-    their sum; a step not started by the deadline is listed, not timed."""
+    their sum; a step not started by the deadline, or one that fails, is listed, not timed."""
     tool = _tool()
     calls = []
 
@@ -51,7 +51,7 @@ def test_the_estimate_adds_count_times_step(monkeypatch):
                 {"what": "b", "count": 5.0, "make": lambda: (lambda: calls.append("b"))}]
 
     monkeypatch.setattr(tool, "inventories", lambda: {"04": inventory})
-    times = iter([0.1, 0.3, 0.2])
+    times = iter([0.1, 0.3, 0.2, 0.2, 0.2])
     monkeypatch.setattr(tool, "time_step", lambda fn, device, reps: (fn(), next(times))[1])
     res = tool.run(["04"], "ci", torch.device("cpu"), reps=3)
     e = res["chapters"]["04"]
@@ -60,3 +60,35 @@ def test_the_estimate_adds_count_times_step(monkeypatch):
     res = tool.run(["04"], "ci", torch.device("cpu"), deadline=0.0)
     assert res["chapters"]["04"]["rows"] == [] and len(res["chapters"]["04"]["skipped"]) == 2
     assert tool.table(res).splitlines()[-2].endswith("| 0 | 0 s | 25 s | 0.00 | 2 |")
+    # a step that cannot be built (a module missing on the device, a size too large for it) is listed with its
+    # error and the next one runs; so is an inventory that cannot load
+    broken = [{"what": "c", "count": 1.0, "make": lambda: 1 / 0}, *inventory(None, None)]
+    monkeypatch.setattr(tool, "inventories", lambda: {"04": lambda p, device: broken,
+                                                       "05": tool.functools.partial(tool._unavailable, ImportError("ot"))})
+    res = tool.run(["04", "05"], "ci", torch.device("cpu"))
+    assert res["chapters"]["04"]["skipped"] == ["c: ZeroDivisionError: division by zero"]
+    assert [r["what"] for r in res["chapters"]["04"]["rows"]] == ["a", "b"]
+    assert res["chapters"]["05"]["skipped"] == ["the inventory: ImportError: ot"]
+
+
+def test_inventories_load_without_the_book_s_packages():
+    """The GPU image the device check runs on has torch, triton, numpy, scipy, matplotlib, numba and
+    PyYAML, but not POT, jupytext, nbformat or papermill: every inventory, and each chapter's profiles,
+    must load without them (POT is imported only by the Wasserstein distance that needs it)."""
+    code = (
+        "import sys\n"
+        "for m in ('ot', 'jupytext', 'nbformat', 'papermill'): sys.modules[m] = None\n"
+        "import importlib.util, functools\n"
+        f"spec = importlib.util.spec_from_file_location('cs', {str(ROOT / 'tools' / 'chapter_steps.py')!r})\n"
+        "cs = importlib.util.module_from_spec(spec); spec.loader.exec_module(cs)\n"
+        "from mfattn.companion.chapters import find_chapter, profiles\n"
+        "inv = cs.inventories()\n"
+        "bad = [c for c, f in inv.items() if isinstance(f, functools.partial)]\n"
+        "[profiles(find_chapter(cs.ROOT, c)) for c in inv]\n"
+        "print(len(inv), bad)\n")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == [str(len(chapters(ROOT))), "[]"], out.stdout
