@@ -1298,7 +1298,7 @@ def finite_head_optimum(
         h, f = _descend_risk(model, data.X, data.Y, h, ball, iters)
         if N * model.d_omega <= polish_max:
             h, _, res = local_solve(model, data.X, data.Y, h, w, ball, free_weights=False, maxiter=1000,
-                                     ftol=1e-15)
+                                    ftol=1e-15)
             f = float(model.risk_and_dissipation(data.X, data.Y, h, w, dissipation=False)[0])
         finals.append(h)
         values.append(f)
