@@ -171,6 +171,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="folder for steps.json")
     p.add_argument("--deadline", type=float, default=None, help="time.monotonic() after which no step starts")
     a = p.parse_args(argv)
+    import mfattn  # noqa: F401  (before torch: the thread policy)
     import torch
 
     chapters = [c.zfill(2) for c in a.chapters.split(",") if c] or sorted(inventories())
