@@ -32,10 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS = Path(__file__).resolve().parent / "steps"
 
 
+def _steps_on_path() -> None:
+    """tools/steps on the import path, for the inventories' shared pieces (tools/steps/stepkit.py)."""
+    if str(STEPS) not in sys.path:
+        sys.path.insert(0, str(STEPS))
+
+
 def inventories() -> dict:
     """``{chapter number: inventory function}`` from ``tools/steps/chNN.py``."""
-    if str(STEPS) not in sys.path:  # their shared pieces: tools/steps/stepkit.py
-        sys.path.insert(0, str(STEPS))
+    _steps_on_path()
     out = {}
     for f in sorted(STEPS.glob("ch[0-9][0-9].py")):
         spec = importlib.util.spec_from_file_location(f"chapter_steps_{f.stem}", f)
@@ -52,22 +57,18 @@ def _unavailable(error, p, device):
     raise error
 
 
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_step(fn, device, reps: int) -> float:
     """The median time of ``reps`` calls of ``fn`` after one untimed call (compilation, caches)."""
+    _steps_on_path()
+    from stepkit import sync  # the inventories' own (tools/steps/stepkit.py)
+
     fn()
-    _sync(device)
+    sync(device)
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
 
