@@ -104,6 +104,73 @@ def test_the_halves_of_24_equal_the_closed_form(linear):
     assert max(out["d24_tags_lin"]) > 0 and max(out["d24_tags_dist"]) > 0
 
 
+def test_24_against_the_reference_populations_equals_the_closed_form(linear):
+    """(24) of the run against reference 1's population, and its floor (reference 2's population
+    against reference 1's), which a grid computes once per pair of references and reuses: for the
+    linear model each population is its initial draw translated by (A^k - I)(m - m*), so both are
+    built here in closed form. Checked for two runs with one pair, then with the pair swapped (the
+    run is then compared with reference 2's population), then with a new pair after the first is
+    dropped."""
+    model, data, setup = linear
+    g = torch.Generator().manual_seed(6)
+    D = torch.randn(5, 4, generator=g, dtype=torch.float64)
+    C = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    tested = dataclasses.replace(setup, tests=(D, C))
+    X = data.X.numpy()
+    A = np.eye(4) - 2 * ZETA * H * X.T @ X / X.shape[0]
+    m_star = np.linalg.solve(X.T @ X, X.T @ data.Y.numpy().reshape(-1))
+    V = D.numpy() / np.linalg.norm(D.numpy(), axis=1, keepdims=True)
+
+    def d24(cloud, other):
+        lin = np.abs(V @ (cloud.mean(0) - other.mean(0))).max()
+        dist = max(abs(np.linalg.norm(cloud - c, axis=1).mean() - np.linalg.norm(other - c, axis=1).mean())
+                   for c in C.numpy())
+        return max(lin, dist)
+
+    def at(cloud0, j):  # a cloud moved by j records of gradient descent, all of it with its own mean
+        move = np.linalg.matrix_power(A, j * round(EVERY / H)) - np.eye(4)
+        return cloud0 + move @ (cloud0.mean(0) - m_star)
+
+    def check(refs, n_ref, which, s):
+        out = tested.point(refs, 7, s)
+        h0 = setup.draw(7, "heads", s).numpy()
+        pa, pb = (setup.draw(n_ref, "reference", w).numpy() for w in which)
+        for j in range(round(T / EVERY) + 1):
+            assert out["d24"][j] == pytest.approx(d24(at(h0, j), at(pa, j)), rel=1e-9, abs=1e-13)
+            assert out["floor_d24"][j] == pytest.approx(d24(at(pb, j), at(pa, j)), rel=1e-9, abs=1e-13)
+        return out
+
+    refs = [tested.reference(w, 300) for w in (1, 2)]
+    first = check(refs, 300, (1, 2), 2)
+    assert check(refs, 300, (1, 2), 3)["floor_d24"] == first["floor_d24"]
+    swapped = check(refs[::-1], 300, (2, 1), 2)  # the run against reference 2: not the first pair's means
+    assert swapped["d24"][1:] != first["d24"][1:]
+    del refs
+    check([tested.reference(w, 200) for w in (1, 2)], 200, (1, 2), 2)
+
+
+def test_the_means_of_a_reference_stand_for_it():
+    """lipschitz_means against sums written out, and the discrepancy (24) and its halves from a
+    population's means equal those from the population itself, bit for bit."""
+    from mfattn.analysis.transport import LipschitzMeans, lipschitz_discrepancy, lipschitz_means, lipschitz_parts
+
+    g = torch.Generator().manual_seed(7)
+    heads, pop = torch.randn(9, 3, generator=g, dtype=torch.float64), torch.randn(400, 3, generator=g, dtype=torch.float64)
+    D, C = torch.randn(5, 3, generator=g, dtype=torch.float64), torch.randn(2, 3, generator=g, dtype=torch.float64)
+    m = lipschitz_means(pop, D, C)
+    P, Dn, Cn = pop.numpy(), D.numpy(), C.numpy()
+    for i, v in enumerate(Dn):
+        assert float(m.linear[i]) == pytest.approx(sum(p @ v for p in P) / len(P) / math.sqrt(v @ v), rel=1e-12)
+    for i, c in enumerate(Cn):
+        assert float(m.distance[i]) == pytest.approx(sum(math.dist(p, c) for p in P) / len(P), rel=1e-12)
+    assert lipschitz_parts(heads, m, D, C) == lipschitz_parts(heads, pop, D, C)
+    assert lipschitz_discrepancy(heads, m, D, C) == lipschitz_discrepancy(heads, pop, D, C)
+    with pytest.raises(ValueError, match="reference"):
+        lipschitz_parts(heads, LipschitzMeans(m.linear[:4], m.distance), D, C)
+    with pytest.raises(ValueError, match="atoms"):
+        lipschitz_means(pop[0], D, C)
+
+
 def test_a_chapters_own_measurements_join_the_record(linear):
     """``measure`` sees the trained run and both references; here the run's mean head at the end,
     against the closed form m* + A^K (m_run - m*), and the references' risks at the start, against

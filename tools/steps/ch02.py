@@ -6,9 +6,10 @@ residual and the whole population recorded), then for every (N, seed) of the gri
 (`ChaosSetup.point`): full-batch GD of N heads at eps_small (`sgd(batch_size=None)`: one
 `model.evaluate` per step), the tagged characteristics of its N initial heads under both references
 (`Run.characteristics`: RK4 steps of four `model.grad_at` at the stored residuals), and at each of the
-R = T / record_every + 1 recording times the run's risk, (24) against both reference populations
-(`lipschitz_discrepancy`, n_ref atoms), its halves against the tags (`lipschitz_parts`) and the
-risks of both tags (`model.risk`). The eps-sweep cell, per seed: an own RK4 reference of N_eps heads
+R = T / record_every + 1 recording times the run's risk, (24) against reference 1's test means
+(`lipschitz_discrepancy`), its halves against the tags (`lipschitz_parts`) and the risks of both
+tags (`model.risk`); the reference side of (24) (reference 1's `lipschitz_means` over its n_ref atoms,
+and the floor: population 2 against them) once per law and recording time. The eps-sweep cell, per seed: an own RK4 reference of N_eps heads
 at ref_step / 2, then for each eps an SGD (batch 1) and a GD run of N_eps heads, measured per
 recording time (risk, two `lipschitz_discrepancy`). The clouds and animation cells: GD and SGD runs
 of 128 heads at eps_small (twice), a 4096-atom reference flow, characteristics of the 128 heads,
@@ -22,7 +23,7 @@ import math
 
 import torch
 
-from mfattn.analysis.transport import lipschitz_discrepancy, lipschitz_parts, wasserstein
+from mfattn.analysis.transport import lipschitz_discrepancy, lipschitz_means, lipschitz_parts, wasserstein
 from mfattn.flows.dynamics import initial_measure
 from mfattn.flows.integrate import as_profile, make_stepper
 from mfattn.flows.seeds import stream
@@ -120,8 +121,8 @@ def _characteristic_step(p, device, N, h):
 
 def _chaos_record(p, device, N):
     """ChaosSetup.point's work at one recording time of an N-grid run: the run's risk (integrate's
-    record), (24) of the run and of reference 2 against reference 1's population (n_ref atoms), the two
-    halves of (24) of the run and of tags 2 against tags 1, and the risks of both tags."""
+    record), (24) of the run against reference 1's test means (ChaosSetup._reference_side, once per
+    grid), the two halves of (24) of the run and of tags 2 against tags 1, and the risks of both tags."""
     def make():
         model, data = _setup(p, device)
         X, Y = data.X, data.Y
@@ -129,16 +130,29 @@ def _chaos_record(p, device, N):
         run = _draw(model, p, N, "heads", 0)
         _, weights = model.check_measure(run, None)
         ta, tb = run + 0.01, run - 0.01
+        means = lipschitz_means(_draw(model, p, p["n_ref"], "reference", 1), D, C)
+
+        def step():
+            float(model.risk_and_dissipation(X, Y, run, weights, dissipation=False)[0])
+            lipschitz_discrepancy(run, means, D, C)
+            lipschitz_parts(run, ta, D, C)
+            lipschitz_parts(tb, ta, D, C)
+            float(model.risk(data, ta)), float(model.risk(data, tb))
+        return step
+    return make
+
+
+def _reference_side(p, device):
+    """ChaosSetup._reference_side at one recording time: reference 1's lipschitz_means over its n_ref
+    atoms, and the floor of (24), reference 2's population against those means."""
+    def make():
+        model, _ = _setup(p, device)
+        D, C = _tests(model, p)
         pop_a = _draw(model, p, p["n_ref"], "reference", 1)
         pop_b = _draw(model, p, p["n_ref"], "reference", 2)
 
         def step():
-            float(model.risk_and_dissipation(X, Y, run, weights, dissipation=False)[0])
-            lipschitz_discrepancy(run, pop_a, D, C)
-            lipschitz_discrepancy(pop_b, pop_a, D, C)
-            lipschitz_parts(run, ta, D, C)
-            lipschitz_parts(tb, ta, D, C)
-            float(model.risk(data, ta)), float(model.risk(data, tb))
+            lipschitz_discrepancy(pop_b, lipschitz_means(pop_a, D, C), D, C)
         return step
     return make
 
@@ -225,14 +239,16 @@ def inventory(p: dict, device) -> list[dict]:
     K_gd = _steps(T, p["eps_small"])
     n_laws = len(LAWS)
     out = [dict(what=f"chaos: reference flow RK4 step, n_ref={p['n_ref']} (2 laws x 2 references)",
-                count=n_laws * 2 * K_ref, make=_reference_step(p, device, p["n_ref"], p["ref_step"]))]
+                count=n_laws * 2 * K_ref, make=_reference_step(p, device, p["n_ref"], p["ref_step"])),
+           dict(what=f"chaos: reference side of (24) at a record, n_ref={p['n_ref']} (2 laws, once per grid)",
+                count=n_laws * R, make=_reference_side(p, device))]
     for N in p["N_grid"]:
         out += [
             dict(what=f"chaos: GD step, N={N} (2 laws x n_seeds)", count=n_laws * S * K_gd,
                  make=_descent_step(p, device, N, p["eps_small"], None)),
             dict(what=f"chaos: characteristic RK4 step, N={N} (2 laws x n_seeds x 2 refs)",
                  count=n_laws * S * 2 * K_ref, make=_characteristic_step(p, device, N, p["ref_step"])),
-            dict(what=f"chaos: point's record (risk, (24) vs n_ref pops, parts, tag risks), N={N}",
+            dict(what=f"chaos: point's record (risk, (24) vs reference means, parts, tag risks), N={N}",
                  count=n_laws * S * R, make=_chaos_record(p, device, N)),
         ]
     Ne, Se = p["N_eps"], p["n_seeds_eps"]

@@ -6,8 +6,9 @@ residuals kept); per run of the N-grid (len(N_grid) x n_seeds): full-batch GD of
 (`integrate` with the gd stepper, T / eps steps, one `model.evaluate` each), the two tagged
 characteristics (`Run.characteristics`: T / ref_step RK4 steps each, four `model.grad_at` on the stored
 residuals) and, at each of the R = T / record_every + 1 records, the record's risk, (24) against the
-reference population and its floor (`lipschitz_discrepancy`), the two `lipschitz_parts` and the risks of
-both characteristics. Besides (the static section): one reference flow per model at n_ref (rk4) and four
+reference population's test means (`lipschitz_discrepancy`), the two `lipschitz_parts` and the risks of
+both characteristics; the reference side of (24), reference 1's `lipschitz_means` and the floor (population
+2 against 1), once per pair of references and record. Besides (the static section): one reference flow per model at n_ref (rk4) and four
 constructions (`iid_construction` over N_static with n_draws draws, `iid_gap_coefficient`, Phi's spread;
 a step is the whole construction of one (model, rho), count 1)."""
 
@@ -16,7 +17,7 @@ import mfattn  # noqa: F401  first: the thread policy
 import torch
 
 from mfattn.analysis.static import iid_construction, iid_gap_coefficient
-from mfattn.analysis.transport import lipschitz_discrepancy, lipschitz_parts
+from mfattn.analysis.transport import lipschitz_discrepancy, lipschitz_means, lipschitz_parts
 from mfattn.flows.dynamics import initial_measure
 from mfattn.flows.integrate import as_profile, make_stepper
 from mfattn.flows.seeds import stream
@@ -86,27 +87,44 @@ def _characteristic(kind, p, device, N):
     return make
 
 
+def _tests(model, kind, p):
+    """The chapter's test family of (24): N_TESTS directions and N_TESTS centres."""
+    D = initial_measure(model, N_TESTS, scale=1.0, generator=stream(p["seed"], ("test directions", kind)))
+    return D, _draw(model, p, N_TESTS, "gauss", "test centres", kind)
+
+
 def _record(kind, p, device, N):
     """What `ChaosSetup.point` (and `integrate`'s recording) measures at one recording time of a run of N:
-    the run's risk, (24) against reference 1's population and its floor (population 2 against 1), the two
-    `lipschitz_parts` (run and characteristics 2 against characteristics 1) and the risks of both
-    characteristics."""
+    the run's risk, (24) against reference 1's test means (`ChaosSetup._reference_side`, computed once per
+    grid), the two `lipschitz_parts` (run and characteristics 2 against characteristics 1) and the risks
+    of both characteristics."""
     def make():
         model, data = _model(kind, p, device)
-        n_ref = p["n_ref_chaos"]
         run = _draw(model, p, N, "ball", kind, "run", N)
         ta, tb = (_draw(model, p, N, "ball", kind, "tag", N, w) for w in (1, 2))
-        pa, pb = (_draw(model, p, n_ref, "ball", kind, "pop", w) for w in (1, 2))
         weights = model.check_measure(run, None)[1]
-        D = initial_measure(model, N_TESTS, scale=1.0, generator=stream(p["seed"], ("test directions", kind)))
-        C = _draw(model, p, N_TESTS, "gauss", "test centres", kind)
+        D, C = _tests(model, kind, p)
+        means = lipschitz_means(_draw(model, p, p["n_ref_chaos"], "ball", kind, "pop", 1), D, C)
 
         def step():
             float(model.risk_and_dissipation(data.X, data.Y, run, weights, dissipation=False)[0])
-            lipschitz_discrepancy(run, pa, D, C)
-            lipschitz_discrepancy(pb, pa, D, C)
+            lipschitz_discrepancy(run, means, D, C)
             lipschitz_parts(run, ta, D, C), lipschitz_parts(tb, ta, D, C)
             float(model.risk(data, ta)), float(model.risk(data, tb))
+        return step
+    return make
+
+
+def _reference_side(kind, p, device):
+    """The reference side of (24) at one recording time (`ChaosSetup._reference_side`): reference 1's
+    `lipschitz_means` and the floor, population 2 against those means."""
+    def make():
+        model, _ = _model(kind, p, device)
+        pa, pb = (_draw(model, p, p["n_ref_chaos"], "ball", kind, "pop", w) for w in (1, 2))
+        D, C = _tests(model, kind, p)
+
+        def step():
+            lipschitz_discrepancy(pb, lipschitz_means(pa, D, C), D, C)
         return step
     return make
 
@@ -143,6 +161,8 @@ def inventory(p: dict, device) -> list[dict]:
                  make=_construction(kind, p, device, p["n_ref"])),
             dict(what=f"{kind}: RK4 step of a chaos reference, n_ref_chaos = {p['n_ref_chaos']}", count=2 * n_rk,
                  make=_rk4_flow(kind, p, device, p["n_ref_chaos"], "ball")),
+            dict(what=f"{kind}: reference side of (24) at a record (once per grid), n_ref_chaos = {p['n_ref_chaos']}",
+                 count=R, make=_reference_side(kind, p, device)),
         ]
         for N in p["N_grid"]:
             out += [

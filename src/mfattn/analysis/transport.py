@@ -3,6 +3,8 @@ test-function discrepancy of Theorem 5.2 (24)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
@@ -76,7 +78,77 @@ def wasserstein(a: torch.Tensor, b: torch.Tensor, *, p: int = 2, exact_max: int 
     return float(ot.sliced_wasserstein_distance(A, B, n_projections=n_projections, p=p, seed=seed))
 
 
-def lipschitz_discrepancy(heads: torch.Tensor, reference: torch.Tensor, directions: torch.Tensor,
+class LipschitzMeans(NamedTuple):
+    r"""The means over a measure's atoms of the test functions of (24) (:func:`lipschitz_means`): the
+    side of :func:`lipschitz_parts` that belongs to the reference measure alone.
+
+    Attributes
+    ----------
+    linear : Tensor (P,)
+        :math:`\int\langle v,\omega\rangle\,d\rho` for each unit direction ``v``.
+    distance : Tensor (Q,)
+        :math:`\int\|\omega-c\|\,d\rho` for each centre ``c``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.transport import lipschitz_means
+    >>> atoms = torch.tensor([[0.0, 0.0], [2.0, 0.0]])
+    >>> lipschitz_means(atoms, directions=torch.eye(2), centers=torch.zeros(1, 2))
+    LipschitzMeans(linear=tensor([1., 0.]), distance=tensor([1.]))
+    """
+
+    linear: torch.Tensor
+    distance: torch.Tensor
+
+
+def lipschitz_means(atoms: torch.Tensor, directions: torch.Tensor, centers: torch.Tensor) -> LipschitzMeans:
+    r"""The means of the test functions of (24) under the uniform measure of ``atoms``.
+
+    A grid of runs compared with one reference population (chapter 02's propagation of chaos) asks
+    for the reference's side of the discrepancy once per recording time, not once per run: passed as
+    ``reference`` to :func:`lipschitz_parts` or :func:`lipschitz_discrepancy`, these means give the
+    same numbers, bit for bit, as the population itself, in a time that does not grow with its size.
+
+    Parameters
+    ----------
+    atoms : Tensor (M, d)
+        Atoms of the measure, each of weight ``1/M``.
+    directions : Tensor (P, d)
+        Directions of the linear test functions (normalised here).
+    centers : Tensor (Q, d)
+        Centres of the distance test functions.
+
+    Returns
+    -------
+    LipschitzMeans
+        ``linear (P,)`` and ``distance (Q,)``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is not a 2-d tensor.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mfattn.analysis.transport import lipschitz_discrepancy, lipschitz_means
+    >>> g = torch.Generator().manual_seed(0)
+    >>> heads, population = torch.randn(8, 3, generator=g), torch.randn(500, 3, generator=g)
+    >>> dirs, centers = torch.randn(4, 3, generator=g), torch.randn(2, 3, generator=g)
+    >>> means = lipschitz_means(population, dirs, centers)
+    >>> means.linear.shape, means.distance.shape
+    (torch.Size([4]), torch.Size([2]))
+    >>> lipschitz_discrepancy(heads, means, dirs, centers) == lipschitz_discrepancy(heads, population, dirs, centers)
+    True
+    """
+    for x, name in ((atoms, "atoms"), (directions, "directions"), (centers, "centers")):
+        check_tensor(x, name, ndim=2)
+    v = directions / directions.norm(dim=1, keepdim=True)
+    return LipschitzMeans((atoms @ v.T).mean(0), torch.cdist(atoms, centers).mean(0))
+
+
+def lipschitz_discrepancy(heads: torch.Tensor, reference, directions: torch.Tensor,
                           centers: torch.Tensor) -> float:
     r"""Largest :math:`|\frac1N\sum_i f(\omega_i) - \int f\,d\rho|` of (24) over a family of 1-Lipschitz
     test functions: the linear maps :math:`\omega\mapsto\langle v,\omega\rangle` for the unit rows of
@@ -87,8 +159,9 @@ def lipschitz_discrepancy(heads: torch.Tensor, reference: torch.Tensor, directio
     ----------
     heads : Tensor (N, d)
         Atoms of the empirical measure, each of weight ``1/N``.
-    reference : Tensor (M, d)
-        Atoms of :math:`\rho`, each of weight ``1/M``.
+    reference : Tensor (M, d) or LipschitzMeans
+        Atoms of :math:`\rho`, each of weight ``1/M``; or their :func:`lipschitz_means` under the same
+        ``directions`` and ``centers`` (the same result, computed once for many ``heads``).
     directions : Tensor (P, d)
         Directions ``v`` of the linear test functions (normalised here).
     centers : Tensor (Q, d)
@@ -111,7 +184,7 @@ def lipschitz_discrepancy(heads: torch.Tensor, reference: torch.Tensor, directio
     return max(lipschitz_parts(heads, reference, directions, centers))
 
 
-def lipschitz_parts(heads: torch.Tensor, reference: torch.Tensor, directions: torch.Tensor,
+def lipschitz_parts(heads: torch.Tensor, reference, directions: torch.Tensor,
                     centers: torch.Tensor) -> tuple[float, float]:
     r"""The two halves of :func:`lipschitz_discrepancy`: its largest discrepancy over the linear test
     functions :math:`\langle v,\omega\rangle` and over the distances :math:`\|\omega-c\|`, as
@@ -121,8 +194,8 @@ def lipschitz_parts(heads: torch.Tensor, reference: torch.Tensor, directions: to
 
     Parameters
     ----------
-    heads, reference, directions, centers : Tensor
-        As for :func:`lipschitz_discrepancy`.
+    heads, reference, directions, centers
+        As for :func:`lipschitz_discrepancy` (``reference`` a population or its :func:`lipschitz_means`).
 
     Returns
     -------
@@ -137,9 +210,17 @@ def lipschitz_parts(heads: torch.Tensor, reference: torch.Tensor, directions: to
     >>> lipschitz_parts(heads, torch.zeros(1, 2), directions=torch.eye(2), centers=torch.zeros(1, 2))
     (0.0, 1.0)
     """
-    for x, name in ((heads, "heads"), (reference, "reference"), (directions, "directions"), (centers, "centers")):
+    for x, name in ((heads, "heads"), (directions, "directions"), (centers, "centers")):
         check_tensor(x, name, ndim=2)
-    v = directions / directions.norm(dim=1, keepdim=True)
-    lin = (heads @ v.T).mean(0) - (reference @ v.T).mean(0)
-    dist = torch.cdist(heads, centers).mean(0) - torch.cdist(reference, centers).mean(0)
+    h = lipschitz_means(heads, directions, centers)
+    if isinstance(reference, LipschitzMeans):
+        if reference.linear.shape != h.linear.shape or reference.distance.shape != h.distance.shape:
+            raise ValueError(f"reference: means of {reference.linear.shape[0]} directions and "
+                             f"{reference.distance.shape[0]} centres, where {h.linear.shape[0]} and "
+                             f"{h.distance.shape[0]} are given")
+        r = reference
+    else:
+        check_tensor(reference, "reference", ndim=2)
+        r = lipschitz_means(reference, directions, centers)
+    lin, dist = h.linear - r.linear, h.distance - r.distance
     return float(lin.abs().max()), float(dist.abs().max())
