@@ -155,7 +155,8 @@ def test_the_means_of_a_reference_stand_for_it():
     from mfattn.analysis.transport import LipschitzMeans, lipschitz_discrepancy, lipschitz_means, lipschitz_parts
 
     g = torch.Generator().manual_seed(7)
-    heads, pop = torch.randn(9, 3, generator=g, dtype=torch.float64), torch.randn(400, 3, generator=g, dtype=torch.float64)
+    heads = torch.randn(9, 3, generator=g, dtype=torch.float64)
+    pop = torch.randn(400, 3, generator=g, dtype=torch.float64)
     D, C = torch.randn(5, 3, generator=g, dtype=torch.float64), torch.randn(2, 3, generator=g, dtype=torch.float64)
     m = lipschitz_means(pop, D, C)
     P, Dn, Cn = pop.numpy(), D.numpy(), C.numpy()

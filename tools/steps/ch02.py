@@ -1,20 +1,20 @@
-"""Step inventory of chapter 02-propagation-of-chaos: the chapter's time is the chaos cell
-(`run_chaos` of a `ChaosSetup`, once per initial law, compact and Gaussian), then the eps-sweep cell
-and the clouds/animation cells. Per law, run_chaos computes two reference flows (21) of n_ref heads
+"""Step inventory of chapter 02-propagation-of-chaos: the chapter's time is the chaos cell (`run_chaos` of
+a `ChaosSetup`, once per initial law, compact and Gaussian), then the eps-sweep cell and the
+clouds/animation cells. Per law, run_chaos computes two reference flows (21) of n_ref heads
 (`reference_flow`: RK4 steps of `model.evaluate` at n_ref heads on the whole dataset, every stage's
 residual and the whole population recorded), then for every (N, seed) of the grid one point
 (`ChaosSetup.point`): full-batch GD of N heads at eps_small (`sgd(batch_size=None)`: one
 `model.evaluate` per step), the tagged characteristics of its N initial heads under both references
 (`Run.characteristics`: RK4 steps of four `model.grad_at` at the stored residuals), and at each of the
 R = T / record_every + 1 recording times the run's risk, (24) against reference 1's test means
-(`lipschitz_discrepancy`), its halves against the tags (`lipschitz_parts`) and the risks of both
-tags (`model.risk`); the reference side of (24) (reference 1's `lipschitz_means` over its n_ref atoms,
-and the floor: population 2 against them) once per law and recording time. The eps-sweep cell, per seed: an own RK4 reference of N_eps heads
-at ref_step / 2, then for each eps an SGD (batch 1) and a GD run of N_eps heads, measured per
-recording time (risk, two `lipschitz_discrepancy`). The clouds and animation cells: GD and SGD runs
-of 128 heads at eps_small (twice), a 4096-atom reference flow, characteristics of the 128 heads,
-three exact W2 (`wasserstein`, 128 vs 4096 atoms) and the 33-frame animation (matplotlib, CPU; a
-step is `plotting.animation` of 4 frames). A step is one stepper step (or one recording time's
+(`lipschitz_discrepancy`), its halves against the tags (`lipschitz_parts`) and the risks of both tags
+(`model.risk`); the reference side of (24) (reference 1's `lipschitz_means` over its n_ref atoms, and
+the floor: population 2 against them) once per law and recording time. The eps-sweep cell, per seed: an
+own RK4 reference of N_eps heads at ref_step / 2, then for each eps an SGD (batch 1) and a GD run of
+N_eps heads, measured per recording time (risk, two `lipschitz_discrepancy`). The clouds and animation
+cells: GD and SGD runs of 128 heads at eps_small (twice), a 4096-atom reference flow, characteristics of
+the 128 heads, three exact W2 (`wasserstein`, 128 vs 4096 atoms) and the 33-frame animation (matplotlib,
+CPU; a step is `plotting.animation` of 4 frames). A step is one stepper step (or one recording time's
 measurements), with a host sync at its end."""
 
 import mfattn  # noqa: F401  first: the thread policy

@@ -1,16 +1,16 @@
 """Step inventory of chapter 07-two-layer-baseline: the chapter's time is the propagation-of-chaos
-experiment of both models, heads (the teacher task, n_seq sequences) and neurons (`TwoLayerModel`,
-n_reg samples), through `mfattn.companion.sweep.run_chaos` -> `ChaosSetup.point`. Per model: two
-references (`reference_flow`, rk4 at n_ref_chaos particles, law "ball", whole population recorded, stage
-residuals kept); per run of the N-grid (len(N_grid) x n_seeds): full-batch GD of N particles
-(`integrate` with the gd stepper, T / eps steps, one `model.evaluate` each), the two tagged
-characteristics (`Run.characteristics`: T / ref_step RK4 steps each, four `model.grad_at` on the stored
-residuals) and, at each of the R = T / record_every + 1 records, the record's risk, (24) against the
-reference population's test means (`lipschitz_discrepancy`), the two `lipschitz_parts` and the risks of
-both characteristics; the reference side of (24), reference 1's `lipschitz_means` and the floor (population
-2 against 1), once per pair of references and record. Besides (the static section): one reference flow per model at n_ref (rk4) and four
-constructions (`iid_construction` over N_static with n_draws draws, `iid_gap_coefficient`, Phi's spread;
-a step is the whole construction of one (model, rho), count 1)."""
+experiment of both models, heads (the teacher task, n_seq sequences) and neurons (`TwoLayerModel`, n_reg
+samples), through `mfattn.companion.sweep.run_chaos` -> `ChaosSetup.point`. Per model: two references
+(`reference_flow`, rk4 at n_ref_chaos particles, law "ball", whole population recorded, stage residuals
+kept); per run of the N-grid (len(N_grid) x n_seeds): full-batch GD of N particles (`integrate` with the
+gd stepper, T / eps steps, one `model.evaluate` each), the two tagged characteristics
+(`Run.characteristics`: T / ref_step RK4 steps each, four `model.grad_at` on the stored residuals) and,
+at each of the R = T / record_every + 1 records, the record's risk, (24) against the reference
+population's test means (`lipschitz_discrepancy`), the two `lipschitz_parts` and the risks of both
+characteristics; the reference side of (24), reference 1's `lipschitz_means` and the floor (population 2
+against 1), once per pair of references and record. Besides (the static section): one reference flow per
+model at n_ref (rk4) and four constructions (`iid_construction` over N_static with n_draws draws,
+`iid_gap_coefficient`, Phi's spread; a step is the whole construction of one (model, rho), count 1)."""
 
 import mfattn  # noqa: F401  first: the thread policy
 

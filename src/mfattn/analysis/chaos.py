@@ -358,10 +358,11 @@ class ChaosSetup:
         """Reference ``a``'s :func:`~mfattn.analysis.transport.lipschitz_means` at every recording time,
         and the floor of (24), ``b``'s population against ``a``'s. Both depend on the two references
         alone, so a grid computes them once, not once per run: at chapter 02's ci sizes they were
-        about nine tenths of a run's record (two passes over ``n_ref`` heads at every recording
-        time). The numbers are those of the populations themselves, bit for bit. Kept for the last
-        pair of references seen, by identity (weak references, so a pair the caller has dropped is
-        neither kept alive nor mistaken for a new one)."""
+        most of a run's record (two passes over ``n_ref`` heads at every recording time; a record
+        took 14 to 17 ms with them, 1.0 to 2.7 ms without). The numbers are those of the
+        populations themselves, bit for bit. Kept for the last pair of references seen, by identity
+        (weak references, so a pair the caller has dropped is neither kept alive nor mistaken for a
+        new one)."""
         hit = self._sides.get((id(a), id(b)))
         if hit is not None and hit[0]() is a and hit[1]() is b:
             return hit[2], hit[3]
