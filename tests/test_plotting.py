@@ -103,6 +103,63 @@ def test_animation_embeds_every_frame_as_drawn_at_the_animation_dpi():
     assert not plt.fignum_exists(fig.number)  # closed: the chapter shows the player only
 
 
+def test_animation_draws_each_frame_once_with_the_layout_of_frame_0(monkeypatch):
+    """Every frame the player holds equals, pixel for pixel, a still of the figure drawn here without
+    the animation machinery: a new figure, frame 0 drawn for its layout, the layout kept, then frame
+    i drawn. FuncAnimation's own redraw after each update is skipped: the figure is drawn twice per
+    frame (the writer's layout pass, which no longer moves anything, and its rendering) where it was
+    drawn three times, and the layout is computed once or twice in all, not at every drawing, so the
+    axes stay where frame 0 put them, whatever the clock says."""
+    import io
+
+    import numpy as np
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from PIL import Image
+
+    def build():
+        fig, ax = plt.subplots(figsize=(2.4, 1.6))
+        ax.set(xlim=(0, 1), ylim=(0, 1))
+        (dot,) = ax.plot([], [], "o")
+        clock = ax.set_title("")
+
+        def update(i):
+            dot.set_data([0.1 + 0.2 * i], [0.5])
+            clock.set_text(f"t = {10.0 ** i:g}")
+        return fig, ax, update
+
+    calls = {"layout": 0}
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    with matplotlib.rc_context(plotting.STYLE):
+        fig, ax, update = build()
+        boxes = []
+        fig.canvas.mpl_connect("draw_event", lambda e: boxes.append(ax.get_position().bounds))
+        with monkeypatch.context() as m:
+            m.setattr(ConstrainedLayoutEngine, "execute", counted("layout", ConstrainedLayoutEngine.execute))
+            frames = _frames(plotting.animation(fig, update, 4, alt="a dot").data)
+        stills = []
+        for i in range(4):
+            f, _, u = build()
+            u(0)
+            f.canvas.draw()
+            f.set_layout_engine("none")
+            u(i)
+            buf = io.BytesIO()
+            f.savefig(buf, format="png", dpi=plotting.ANIMATION_DPI, bbox_inches=None)
+            plt.close(f)
+            stills.append(np.asarray(Image.open(buf)))
+    assert len(frames) == 4
+    assert calls["layout"] <= 2 and len(boxes) <= 2 * 4 + 2, (calls, len(boxes))
+    assert len(set(boxes[1:])) == 1  # from frame 0's drawing on, the axes never moved
+    for frame, still in zip(frames, stills):
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(frame))), still)
+
+
 @pytest.mark.parametrize("kw, name", [(dict(frames=1), "frames"), (dict(frames=2.0), "frames"),
                                       (dict(alt=" "), "alt"), (dict(interval=0), "interval")])
 def test_animation_refuses_bad_arguments(kw, name):

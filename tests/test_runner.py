@@ -448,6 +448,29 @@ def test_usage_errors_exit_2_and_say_so_in_one_line(toy):
     assert "exit status:" in res.stdout and "130" in res.stdout and "3 " in res.stdout
 
 
+def test_the_kernels_peak_is_read_before_it_is_stopped():
+    """_kill reads a live process's high-water mark before it kills the process group: a child that
+    has touched 150 MB reports at least that much, and is gone afterwards."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from mfattn.companion.runner import _kill
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; b = bytearray(150 << 20); "
+                              "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        peak = _kill(SimpleNamespace(provisioner=SimpleNamespace(process=child)))
+    finally:
+        child.kill()
+        child.wait()
+    assert peak is not None and 150 <= peak < 1024, peak
+    assert child.returncode is not None and child.returncode < 0  # killed, not left running
+    assert _kill(SimpleNamespace(provisioner=SimpleNamespace(process=child))) is None  # already gone
+
+
 def test_a_size_over_the_ceiling_is_refused_before_anything_runs(tmp_path):
     """A count with no ceiling (a billion draws) is refused at once, naming the parameter, before
     any folder is made or any kernel starts; the chapter's cost model gives the estimate."""
@@ -456,7 +479,9 @@ def test_a_size_over_the_ceiling_is_refused_before_anything_runs(tmp_path):
     res = cli(root, "run", "07", "-p", "n_draws", "1000000000", "--out", str(tmp_path / "out"), "--quiet")
     assert res.returncode == 2, res.stderr
     last = res.stderr.strip().splitlines()[-1]
-    assert "ceiling" in last and "n_draws 1000000000 (ci: 400)" in last and "--yes" in last, last
+    # the memory ceiling or the time ceiling, whichever the committed run's records reach first
+    assert ("ceiling" in last or "peak memory" in last) and "n_draws 1000000000 (ci: 400)" in last, last
+    assert "--yes" in last, last
     assert not (tmp_path / "out").exists() and time.perf_counter() - t0 < 60
 
 

@@ -272,9 +272,29 @@ def _show_progress(path: Path, notebook: Path, weights: list[float], timed: bool
         b.close()
 
 
-def _kill(km) -> None:
+def _peak_mb(pid: int) -> float | None:
+    """The high-water mark of a live process's resident memory (``VmHWM`` of ``/proc/PID/status``), in
+    MB; ``None`` where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _kill(km) -> float | None:
+    """Kill the kernel's process group and wait for it (the run's end, or Ctrl-C). Returns the kernel's
+    peak resident memory in MB, read just before (:func:`_peak_mb`), or ``None``. The peak used to be
+    read only as the largest child this process waited for (``RUSAGE_CHILDREN``), which did not count
+    the kernel on the machines of earlier runs: the ci runs committed before 2026-11-29 recorded 54 to
+    69 MB, where a kernel that has imported torch holds more than 300 (:data:`KERNEL_BASE_MB`)."""
     proc = getattr(getattr(km, "provisioner", None), "process", None)
+    peak = None
     if proc is not None and proc.poll() is None:
+        peak = _peak_mb(proc.pid)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (OSError, AttributeError):
@@ -283,6 +303,7 @@ def _kill(km) -> None:
             proc.wait(timeout=5)  # gone, and its locks with it (mfattn.companion.sweep.remove_ended)
         except subprocess.TimeoutExpired:  # the kill stands; its folder goes at a later sweep
             pass
+    return peak
 
 
 def cache_folder_of(root: Path, src: Path, config: dict, device: str) -> Path:
@@ -553,10 +574,10 @@ def run_chapter(root: Path, src: Path, values: dict, *, out: str | None = None, 
     # a failed or interrupted run must not replace the committed notebook: run beside it, move on success
     target = plan.out_dir / f".{src.stem}.partial.ipynb" if inplace else plan.target
     code = code_state(src) if inplace else None  # the code the kernel loads, before the run
-    seconds = _execute(src, plan, params, target, quiet=quiet, timeout=timeout)
+    seconds, peak = _execute(src, plan, params, target, quiet=quiet, timeout=timeout)
     _keep_seconds(plan.cache_folder, "finished.json", seconds)  # (none kept without a cache folder)
     if inplace:
-        _replace_committed(root, src, plan, target, seconds, code)
+        _replace_committed(root, src, plan, target, seconds, code, peak)
         target = plan.target
     print(f"executed {src.name} -> {target} in {fmt_seconds(seconds)}")
     print(verdict_summary(target)[0])
@@ -657,8 +678,9 @@ def _announce(src: Path, plan: _Plan, params: dict, *, quiet: bool) -> None:
             print(f"mfattn: warning: profile {config['profile']!r} is sized for a GPU", file=sys.stderr)
 
 
-def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool, timeout) -> float:
-    """Execute the chapter into ``target`` through papermill in a kernel of its own; returns the seconds.
+def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool, timeout) -> tuple[float, float | None]:
+    """Execute the chapter into ``target`` through papermill in a kernel of its own; returns the seconds
+    and the kernel's peak resident memory in MB (``None`` where it cannot be read).
 
     Progress goes to a side file that a view thread draws (or nowhere), never into the notebook;
     Ctrl-C stops the kernel at once; a failing cell, an interruption or any other stop exits with one
@@ -739,7 +761,7 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
         raise SystemExit(f"mfattn: {src.stem} stopped: {type(e).__name__}: {e}; partial notebook: {target}") from None
     finally:
         signal.signal(signal.SIGINT, old_handler)
-        _kill(km)
+        peak = _kill(km)
         from .sweep import remove_ended
 
         remove_ended()  # the kernel's scratch folder, when the run named no cache_dir (it had no exit)
@@ -750,10 +772,11 @@ def _execute(src: Path, plan: _Plan, params: dict, target: Path, *, quiet: bool,
             view.join(timeout=2)
             progress_file.unlink(missing_ok=True)
         env.stop()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, peak
 
 
-def _replace_committed(root: Path, src: Path, plan: _Plan, partial: Path, seconds: float, code) -> None:
+def _replace_committed(root: Path, src: Path, plan: _Plan, partial: Path, seconds: float, code,
+                       peak: float | None = None) -> None:
     """The finished run becomes the committed notebook: papermill's metadata stripped, the run's
     provenance, cell times and peak memory recorded, the chapter listed in ``_toc.yml``."""
     import resource
@@ -765,9 +788,11 @@ def _replace_committed(root: Path, src: Path, plan: _Plan, partial: Path, second
                 for c in executed.cells if c.cell_type == "code"]
     strip_papermill(executed)
     # the cell times are read by the runner's overall progress bar; the kernel's peak resident memory
-    # (the largest child this process waited for) by the memory ceiling
+    # (read from the kernel before it was stopped, or else the largest child this process waited for)
+    # by the memory ceiling
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     executed.metadata["mfattn"] = dict(provenance(src, seconds, plan.config["profile"], code), cell_seconds=per_cell,
-                                       peak_rss_mb=round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024))
+                                       peak_rss_mb=round(max(peak or 0.0, waited)))
     nbformat.write(executed, plan.target)
     partial.unlink()
     if list_in_toc(root, plan.target.stem):
