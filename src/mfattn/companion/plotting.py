@@ -321,8 +321,8 @@ def animation(fig, update, frames: int, *, alt: str, interval: int = 120):
     shows the animation only. The layout (constrained layout's placing of the axes) is computed once,
     on frame 0, and kept for every frame: ``update`` moves data and texts of one line (a clock), not
     what the layout depends on (limits, tick labels, the number of a title's lines), and the axes
-    then stay still from frame to frame. The player's picture carries the height of the figure's smallest text
-    (before the first frame is drawn) in a frame's own pixels (``data-mfattn-text-px``, as
+    then stay still from frame to frame. The player's picture carries the height of the figure's
+    smallest text (before the first frame is drawn) in a frame's own pixels (``data-mfattn-text-px``, as
     :func:`png_metadata` computes it), which the book checker reads as it reads a figure's PNG. A
     chapter glues the result (``myst_nb.glue(name, ..., display=False)``) and shows it with a
     ``{glue:figure}`` directive, which numbers and captions it like a figure. Used by chapters 02,
