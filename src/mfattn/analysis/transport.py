@@ -80,9 +80,10 @@ def wasserstein(a: torch.Tensor, b: torch.Tensor, *, p: int = 2, exact_max: int 
 
 class LipschitzMeans(NamedTuple):
     r"""The means over a measure's atoms of the test functions of (24) (:func:`lipschitz_means`): the
-    side of :func:`lipschitz_parts` that belongs to the reference measure alone.
+    side of :func:`lipschitz_parts` that belongs to the reference measure alone; a named tuple with
+    the fields below.
 
-    Attributes
+    Parameters
     ----------
     linear : Tensor (P,)
         :math:`\int\langle v,\omega\rangle\,d\rho` for each unit direction ``v``.
