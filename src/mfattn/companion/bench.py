@@ -121,9 +121,8 @@ def compile_time() -> dict:
     """
     code = "from mfattn.models import fused; print(fused.compile_seconds()['seconds'])"
     with tempfile.TemporaryDirectory() as d:
-        env = {**os.environ, "NUMBA_CACHE_DIR": d}
-        run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                           check=True).stdout.split()[-1])
+        run = lambda: float(subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMBA_CACHE_DIR": d},
+                                           capture_output=True, text=True, check=True).stdout.split()[-1])
         return {"cold_s": run(), "cached_s": run()}
 
 
@@ -432,8 +431,7 @@ def _kernel(name: str) -> str:
     while bare != prev:  # innermost brackets first; then whatever an unclosed one opens (a cut name)
         bare, prev = re.sub(r"[<(][^<>()]*[>)]", "", bare), bare
     text = (re.split(r"[<(]", bare)[0].split() or [name])[-1].rsplit("::", 1)[-1] or name
-    op = re.search(r"(\w+Functor)\b", name) or re.search(r"(\w+Op)\b", name)
-    if op:
+    if op := re.search(r"(\w+Functor)\b", name) or re.search(r"(\w+Op)\b", name):
         text += f" ({op.group(1)})"
     return text if len(text) <= 40 else text[:39] + "…"
 
@@ -614,15 +612,12 @@ work = {"grad": lambda: t.model.grad_phi(t.data.X, t.data.Y, heads, w),
         "autograd": lambda: mlp(x).pow(2).mean().backward()}
 for f in work.values():
     f()
-out = {}
-for name, f in work.items():
-    runs = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        for _ in range(300):
-            f()
-        runs.append(time.perf_counter() - t0)
-    out[name] = statistics.median(runs)
+def run(f):
+    t0 = time.perf_counter()
+    for _ in range(300):
+        f()
+    return time.perf_counter() - t0
+out = {name: statistics.median([run(f) for _ in range(REPEATS)]) for name, f in work.items()}
 print(out["grad"], out["autograd"], mfattn.THREAD_POLICY)
 """
 
@@ -743,8 +738,7 @@ def main(args) -> dict:
     if fresh:
         res["allocator"] = allocator
     _write(res, args, name)
-    warn = None if args.report else warning(res)  # a token or roofline run has no figure's spread
-    if warn:
+    if not args.report and (warn := warning(res)):  # a token or roofline run has no figure's spread
         print("mfattn bench: " + warn.replace("**", ""), file=sys.stderr)
     return res
 

@@ -51,13 +51,11 @@ def resolve_profile(profiles: dict, profile: str, **overrides) -> SimpleNamespac
     """
     if profile not in profiles:
         raise ValueError(f"profile: {profile!r} is not one of {sorted(profiles)}")
-    cfg = dict(profiles[profile])
-    for k, v in overrides.items():
-        if k not in cfg:
+    for k in overrides:
+        if k not in profiles[profile]:
             raise ValueError(f"{k}: not a setting of profile {profile!r}")
-        if v is not None:
-            cfg[k] = v
-    return SimpleNamespace(profile=profile, **cfg)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return SimpleNamespace(profile=profile, **(dict(profiles[profile]) | given))
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -143,8 +141,7 @@ def setup(chapter: str, namespace: dict) -> SimpleNamespace:
     from .sweep import scratch_folder
 
     src = find_chapter(repo_root(), chapter)
-    table = declared(src)
-    if not table:
+    if not (table := declared(src)):
         raise ValueError(f"chapter: {src.name} declares no parameters in its front matter")
     given = {name: namespace[name] for name in [*table, "profile", "device", "seed", "cache_dir"]
              if namespace.get(name) is not None}

@@ -678,9 +678,8 @@ def growth(values: dict, base: dict, *, shrink: bool = False) -> tuple[float, st
     (10.0, 'eps')
     """
     def big(v):
-        numbers = [x for x in (v if isinstance(v, (list, tuple)) else [v])
-                   if isinstance(x, (int, float)) and not isinstance(x, bool)]
-        return max(numbers, default=None)
+        return max((x for x in (v if isinstance(v, (list, tuple)) else [v])
+                    if isinstance(x, (int, float)) and not isinstance(x, bool)), default=None)
 
     sizes = [(name, big(values.get(name)), big(b)) for name, b in base.items()]
     ratios = [(max(a / b, b / a) if shrink else a / b, name, a, b) for name, a, b in sizes

@@ -115,15 +115,14 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 def _serve(root: Path):
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = _Server(("127.0.0.1", 0), handler)
+    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
 def find_chromium(explicit: str | None = None) -> str:
     """The Chromium executable: ``explicit``, else Debian's ``/usr/bin/chromium``, else one on PATH."""
-    for c in ([explicit] if explicit else []) + list(CHROMIUM_CANDIDATES) + [shutil.which("chromium") or ""]:
+    for c in (explicit, *CHROMIUM_CANDIDATES, shutil.which("chromium")):
         if c and Path(c).is_file():
             return c
     raise SystemExit("check-html: no Chromium found; install Debian's package: apt-get install -y chromium")
@@ -194,9 +193,9 @@ def check_site(root: str | Path, *, chromium: str | None = None, settle_ms: int 
                 for kind, message in page.evaluate(_PAGE_CHECKS):
                     if kind != "__height":
                         found.append((kind, message))
-                    elif int(message) > HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):
+                    elif int(message) > (budget := HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET)):
                         found.append(("height", f"{int(message):,} px tall at {VIEWPORT['width']} px, over its "
-                                                f"budget of {HEIGHT_BUDGETS.get(rel, HEIGHT_BUDGET):,} px"))
+                                                f"budget of {budget:,} px"))
                 found.extend(map(tuple, page.evaluate(_FIGURE_CHECK, "")))
                 page.set_viewport_size(PHONE_VIEWPORT)
                 page.wait_for_timeout(100)  # the layout and MathJax's reflow at the new width
@@ -233,13 +232,11 @@ def run(args) -> int:
     returns the exit status (1 when a fault is not one of :data:`KNOWN`)."""
     root = Path(args.root)
     found = check_site(root, chromium=args.chromium)
-    n = len(pages(root))
     faults = [f for f in found if not known(f)]
     for f in found:
         print(f"{f} (known, pending a change of the chapter)" if known(f) else f)
-    by_kind = Counter(f.kind for f in faults)
-    summary = ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) or "none"
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(Counter(f.kind for f in faults).items())) or "none"
     pending = len(found) - len(faults)
-    print(f"check-html: {n} pages at {VIEWPORT['width']} and {PHONE_VIEWPORT['width']} px, faults: {summary}"
-          + (f"; {pending} known and pending (mfattn.companion.checkhtml.KNOWN)" if pending else ""))
+    print(f"check-html: {len(pages(root))} pages at {VIEWPORT['width']} and {PHONE_VIEWPORT['width']} px, faults: "
+          f"{summary}" + (f"; {pending} known and pending (mfattn.companion.checkhtml.KNOWN)" if pending else ""))
     return 1 if faults else 0

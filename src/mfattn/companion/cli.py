@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import sys
 from pathlib import Path
 
@@ -69,9 +70,8 @@ def print_params(src: Path) -> None:
 
     def meaning(r):
         e = rules.get(r["name"], {})
-        allowed = (f" (one of {', '.join(map(str, e['choices']))})" if "choices" in e else
-                   f" (in {e['range']})" if "range" in e else "")
-        return r["comment"] + allowed
+        return r["comment"] + (f" (one of {', '.join(map(str, e['choices']))})" if "choices" in e else
+                               f" (in {e['range']})" if "range" in e else "")
     body = [[r["name"], *(repr(r[p]) for p in profs), meaning(r)] for r in rows]
     widths = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head) - 1)]
     print(f"{src.stem}: set one with  python -m mfattn run {src.stem[:2]} -p NAME VALUE  (or --profile NAME)")
@@ -150,8 +150,6 @@ def _main(argv=None) -> int:
     # command, so that the other commands, their help and their usage errors start without them
     command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
     if command in _MODULES:
-        import importlib
-
         importlib.import_module(f".{_MODULES[command]}", __package__).add_arguments(p[command])
     args = parser.parse_args(argv)
     return COMMANDS[args.command][0](args)
@@ -242,8 +240,6 @@ def _delegate(module: str, function: str, *, status: bool):
     """A subcommand that ``module.function(args)`` carries out, imported when it runs; the exit status is
     what the function returns (``status``), else 0."""
     def command(args) -> int:
-        import importlib
-
         result = getattr(importlib.import_module(f".{module}", __package__), function)(args)
         return result if status else 0
     return command

@@ -84,8 +84,7 @@ def collect(root: Path | str | None = None) -> list[dict]:
     for r in out:
         if r["kind"] not in KINDS:
             raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} has kind {r['kind']!r}")
-        unknown = [x for x in r["ref"] if x not in KNOWN]
-        if unknown:
+        if unknown := [x for x in r["ref"] if x not in KNOWN]:
             raise ValueError(f"{r['chapter']}: verdict {r['claim']!r} cites {unknown}, not in mfattn.companion.evidence.RESULTS")
     return out
 
@@ -172,9 +171,8 @@ def flag(record: dict) -> str:
     >>> flag(dict(kind="claim", status="PASS", evidence=True))
     'not replicated yet'
     """
-    rep, cf = record.get("replication"), record.get("counterfactual")
-    if record["kind"] in ("check", "hypothesis", "external"):
-        kind = record["kind"]
+    kind, rep, cf = record["kind"], record.get("replication"), record.get("counterfactual")
+    if kind in ("check", "hypothesis", "external"):
         head = "external: agreement with other authors' code" if kind == "external" else kind
         return f"{head}; {status(rep)}" if rep is not None else f"{head}, not replicated yet"
     if not record.get("evidence"):
@@ -449,9 +447,8 @@ def _esc(s: str) -> str:
 def _bib_authors(root: Path | None = None) -> dict:
     """``{key: "Surname et al. YEAR"}`` from the book's ``references.bib`` (the first author's
     surname, LaTeX accents made letters), for citation keys a reader can read."""
-    path = Path(root or Path(__file__).resolve().parents[3]) / "book" / "references.bib"
     try:
-        text = path.read_text()
+        text = Path(root or Path(__file__).resolve().parents[3], "book", "references.bib").read_text()
     except OSError:
         return {}
     out = {}
@@ -525,8 +522,7 @@ def standing(record: dict) -> str:
     >>> standing(dict(kind="claim", status="PASS", evidence=True)), standing(dict(kind="claim", status="PASS"))
     ('not yet replicated', 'check')
     """
-    g = group(record)
-    if g != "evidence":
+    if (g := group(record)) != "evidence":
         return g
     rep = record.get("replication")
     if rep is None or rep.get("n", 0) < 10:
@@ -723,11 +719,10 @@ def status_markdown(root: Path | str, records: list[dict] | None = None) -> str:
     """
     root = Path(root)
     records = collect(root) if records is None else records
-    prov = provenance(root)
     reps = rp.load(root)
     lines = ["| chapter | run time | profile | ran (UTC) | code |", "|---|---|---|---|---|"]
     envs: dict = {}
-    for ch, m in prov.items():
+    for ch, m in provenance(root).items():
         commit = m.get("commit")
         code = (f"`{commit[:10]}`" + (" with uncommitted changes" if m.get("dirty") else "") if commit
                 else "not recorded")

@@ -35,6 +35,8 @@ TEXT_KEY = "mfattn smallest text px"
 #: about 13 on a desktop): the book checker holds every page to it at 1280 px and on a phone, and on a
 #: phone the book widens a figure to keep it (book/_ext/mfattn_book.py, ``phone_widths``).
 TEXT_PX = 8
+#: The angles at which a drawn circle is sampled (the unit circles of :func:`circle_animation`, :func:`hemispheres`).
+_TURN = np.linspace(0, 2 * np.pi, 200)
 
 STYLE = {
     "figure.dpi": DPI,
@@ -247,9 +249,8 @@ def panels(n: int = 1, *, height: float = 3.2, width: float = COLUMN_WIDTH, shar
     grid = fig.add_gridspec(rows, 2)
     axes = []
     for i in range(n):
-        r, c = divmod(i, 2)
         first = axes[0] if axes else None
-        axes.append(fig.add_subplot(grid[r, :] if (i == n - 1 and n % 2) else grid[r, c],
+        axes.append(fig.add_subplot(grid[i // 2, :] if (i == n - 1 and n % 2) else grid[divmod(i, 2)],
                                     sharex=first if sharex else None, sharey=first if sharey else None))
     return fig, np.array(axes)
 
@@ -955,10 +956,9 @@ def circle_animation(frames, titles, *, colors, clock, alt: str, interval: int =
     if len(clock) != n_frames:
         raise ValueError(f"clock: expected {n_frames} texts, one per frame, got {len(clock)}")
     fig, ax = plt.subplots(1, systems, figsize=(COLUMN_WIDTH, height), squeeze=False)
-    tt = np.linspace(0, 2 * np.pi, 200)
     dots = []
     for a_, title, color in zip(ax[0], titles, colors):
-        a_.plot(np.cos(tt), np.sin(tt), color="0.8", lw=0.8)
+        a_.plot(np.cos(_TURN), np.sin(_TURN), color="0.8", lw=0.8)
         dots += a_.plot([], [], "o", ms=4, alpha=0.35, color=color, mec="none")
         a_.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal", xticks=[], yticks=[], title=title)
         a_.title.set_fontsize(9)
@@ -1023,9 +1023,8 @@ def hemispheres(ax, centres, masses, *, directions=None, gap: float = 1.1) -> No
         raise ValueError(f"masses: expected one per centre, {centres.shape[0]}, got {masses.shape}")
     if marks.ndim != 2 or marks.shape[1] != 3:
         raise ValueError(f"directions: expected (m, 3), got {marks.shape}")
-    tt = np.linspace(0, 2 * np.pi, 200)
     for off, up in ((-gap, True), (gap, False)):
-        ax.plot(off + np.cos(tt), np.sin(tt), color="0.6", lw=0.8)
+        ax.plot(off + np.cos(_TURN), np.sin(_TURN), color="0.6", lw=0.8)
         ax.text(off, -1.22, "z > 0, from above" if up else "z < 0, from below", ha="center", va="top", fontsize=8)
         for v, col in [(v, col) for am in marks for v, col in ((am, "k"), (-am, "0.6")) if (v[2] > 0) == up]:
             ax.plot(off + (v[0] if up else -v[0]), v[1], "x", color=col, ms=5, mew=1)

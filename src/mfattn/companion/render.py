@@ -121,6 +121,8 @@ def number_html(text: str, trim: bool = False) -> str:
     >>> strip(number_html("~1e-06")), strip(number_html("<1e-12")), strip(number_html("-2.0e+04", trim=True))
     ('~10^-6', '<10^-12', '-2 × 10^4')
     """
+    cut = lambda s: s.rstrip("0").rstrip(".") if trim and "." in s else s  # noqa: E731  (trailing zeros)
+
     def one(m):
         sign, approx, mant, exp = m.groups()
         minus, exp = "\u2212" if sign else "", int(exp)
@@ -129,11 +131,9 @@ def number_html(text: str, trim: bool = False) -> str:
             shown = f"{minus}~{pw}"
         elif -3 <= exp <= 3:
             places = max(0, len(mant.partition(".")[2]) - exp)
-            shown = f"{float(sign + mant) * 10.0 ** exp:.{places}f}".replace("-", minus)
-            if trim and "." in shown:
-                shown = shown.rstrip("0").rstrip(".")
+            shown = cut(f"{float(sign + mant) * 10.0 ** exp:.{places}f}".replace("-", minus))
         else:
-            m_txt = mant.rstrip("0").rstrip(".") if trim and "." in mant else mant
+            m_txt = cut(mant)
             shown = f"{minus}{pw}" if m_txt == "1" else f"{minus}{m_txt}\u202f×\u202f{pw}"
         return f'<span class="mfattn-num" data-v="{m.group(0)}">{shown}</span>'
 
@@ -355,8 +355,7 @@ def report(verdicts) -> None:
     for v in verdicts:
         if not isinstance(v, Verdict):
             raise ValueError(f"verdicts: expected Verdict objects, got {type(v).__name__}")
-        unknown = [r for r in v.ref if r not in KNOWN]
-        if unknown:
+        if unknown := [r for r in v.ref if r not in KNOWN]:
             raise ValueError(f"verdicts: {v.claim!r} cites {unknown[0]!r}, which the evidence map does not list; "
                              "declare a new result in mfattn/companion/results.py (RESULTS for the paper, "
                              "COMPANION for a companion text, BEYOND for one a chapter derives)")
@@ -532,10 +531,9 @@ def print_table(corner: str, headers, labels, rows, *, label_fmt: str = "", fmt:
         raise ValueError(f"labels: expected one per row ({len(rows)}), got {len(labels)}")
     if any(len(r) != len(headers) for r in rows):
         raise ValueError(f"rows: expected {len(headers)} values in every row, one per header")
-    names = [format(x, label_fmt) for x in labels]
-    cells = [[format(v, fmt) for v in r] for r in rows]
-    lw = max([len(corner)] + [len(n) for n in names])
-    widths = [max([len(h)] + [len(r[j]) for r in cells]) for j, h in enumerate(headers)]
-    print(corner.rjust(lw) + "".join(h.rjust(w) for h, w in zip(headers, widths)))
-    for name, r in zip(names, cells):
+    # the head line, then one line per row: a label and its row's cells
+    lines = [(corner, headers)] + [(format(x, label_fmt), [format(v, fmt) for v in r]) for x, r in zip(labels, rows)]
+    lw = max(len(name) for name, _ in lines)
+    widths = [max(len(r[j]) for _, r in lines) for j in range(len(headers))]
+    for name, r in lines:
         print(name.rjust(lw) + "".join(c.rjust(w) for c, w in zip(r, widths)))

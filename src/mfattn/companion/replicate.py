@@ -310,10 +310,9 @@ def aggregate(src: Path, runs: dict, seconds: float) -> dict:
     >>> e["n"], e["passed"], e["evidence"], e["values"], r["failed_seeds"]
     (3, 1, 1, [-0.48, -0.1], {'3': 'ValueError'})
     """
-    committed = verdict_records(Path(src).with_suffix(".ipynb"))
     failed = {s: runs[s] for s in sorted(runs) if isinstance(runs[s], str)}
     out = []
-    for i, c in enumerate(committed):
+    for i, c in enumerate(verdict_records(Path(src).with_suffix(".ipynb"))):  # the committed verdicts
         got = [runs[s][i] for s in sorted(runs) if s not in failed
                and i < len(runs[s]) and _strip_numbers(runs[s][i]["claim"]) == _strip_numbers(c["claim"])]
         vals = [_float(r.get("value", r["measured"])) for r in got]
@@ -544,9 +543,9 @@ def replicate(root: Path, src: Path, k: int = MIN_REPLICATES, *, jobs: int = 1, 
             os.environ.pop(name, None)
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             done = list(ex.map(lambda s: _run_one(root, src, s, quiet), todo))
-    runs = {seed: recs for seed, recs, _ in done}  # recs: the records, or the error of a failed run
-    secs = sum((s for *_, s in done), 0.0)  # resumed ones as recorded
-    record = aggregate(src, runs, secs)  # secs: the replicates' run times, summed
+    secs = sum((s for *_, s in done), 0.0)  # the replicates' run times, summed (resumed ones as recorded)
+    # recs: the records, or the error of a failed run
+    record = aggregate(src, {seed: recs for seed, recs, _ in done}, secs)
     path = Path(root, FOLDER, f"{src.stem}.json")
     if path.exists() and not force:
         old = json.loads(path.read_text())

@@ -413,7 +413,7 @@ def run_roofline(*, shapes=((2, 8), (4, 16), (8, 32), (16, 64)), N: int = 1024, 
 #: glibc malloc's thresholds while the benchmark runs (:func:`steady_allocator`): blocks up to 32 MiB come
 #: from the heap, and up to 128 MiB of freed heap stays with the process.
 ALLOCATOR = {"mmap_threshold": 32 << 20, "trim_threshold": 128 << 20}
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
+_MALLOPT = {"mmap_threshold": -3, "trim_threshold": -1}  # mallopt's parameter numbers (malloc.h's M_*_THRESHOLD)
 
 
 def steady_allocator() -> dict | None:
@@ -439,10 +439,7 @@ def steady_allocator() -> dict | None:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return None
-    if mallopt(_M_MMAP_THRESHOLD, ALLOCATOR["mmap_threshold"]) != 1 or \
-            mallopt(_M_TRIM_THRESHOLD, ALLOCATOR["trim_threshold"]) != 1:
-        return None
-    return dict(ALLOCATOR)
+    return None if any(mallopt(_MALLOPT[k], v) != 1 for k, v in ALLOCATOR.items()) else dict(ALLOCATOR)
 
 
 def allocator_words(res: dict) -> str:
@@ -523,11 +520,9 @@ def plot(res: dict, path) -> None:
     from . import plotting
 
     with matplotlib.rc_context(plotting.STYLE):
-        names = list(res["ceilings"])
-        fig, axes = plotting.panels(len(names), height=3.8)
+        fig, axes = plotting.panels(len(res["ceilings"]), height=3.8)
         axes = np.atleast_1d(axes)
-        for ax, name in zip(axes, names):
-            c = res["ceilings"][name]
+        for ax, (name, c) in zip(axes, res["ceilings"].items()):
             rows = [r for r in res["rows"] if r["dtype"] == name]
             xs = np.array([r["flops_per_exp"] for r in rows])
             x = np.geomspace(xs.min() / 1.6, xs.max() * 1.6)

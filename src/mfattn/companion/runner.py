@@ -16,6 +16,7 @@ status 2 (a bad parameter, no CUDA) or 1 (a failing cell, an interruption).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -277,12 +278,9 @@ def _peak_mb(pid: int) -> float | None:
     MB; ``None`` where it cannot be read."""
     try:
         with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+            return next((int(ln.split()[1]) / 1024 for ln in f if ln.startswith("VmHWM:")), None)
     except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return None
 
 
 def _kill(km) -> float | None:
@@ -299,10 +297,10 @@ def _kill(km) -> float | None:
             os.killpg(proc.pid, signal.SIGKILL)
         except (OSError, AttributeError):
             proc.kill()
-        try:
-            proc.wait(timeout=5)  # gone, and its locks with it (mfattn.companion.sweep.remove_ended)
-        except subprocess.TimeoutExpired:  # the kill stands; its folder goes at a later sweep
-            pass
+        # gone, and its locks with it (mfattn.companion.sweep.remove_ended); on a timeout the kill stands
+        # and its folder goes at a later sweep
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
     return peak
 
 
@@ -1004,12 +1002,9 @@ def verdict_summary(notebook) -> tuple[str, bool]:
     records = verdict_records(Path(notebook))
     if not records:
         return "verdicts: none recorded", False
-    parts = []
-    for kind in [*KINDS, *sorted({r.get("kind") for r in records} - set(KINDS), key=str)]:
-        mine = [r for r in records if r.get("kind") == kind]
-        if mine:
-            n_pass = sum(r.get("status") == "PASS" for r in mine)
-            parts.append(f"{kind} {n_pass} PASS" + (f", {len(mine) - n_pass} FAIL" if n_pass < len(mine) else ""))
+    kinds = [*KINDS, *sorted({r.get("kind") for r in records} - set(KINDS), key=str)]
+    passed = {k: [r.get("status") == "PASS" for r in records if r.get("kind") == k] for k in kinds}
+    parts = [f"{k} {sum(p)} PASS" + (f", {len(p) - sum(p)} FAIL" if not all(p) else "") for k, p in passed.items() if p]
     fails = [r for r in records if r.get("status") != "PASS"]
     line = f"verdicts: {len(records)} ({'; '.join(parts)})"
     if fails:

@@ -106,13 +106,11 @@ def ended(folder) -> bool | None:
     """
     try:
         import fcntl
-    except ImportError:
-        return None
-    try:
+
         with open(Path(folder) / LOCK, "rb") as f:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
-    except FileNotFoundError:
+    except (ImportError, FileNotFoundError):  # no flock (not POSIX), or no lock file
         return None
     except OSError:  # held (BlockingIOError), or not ours to read
         return False
@@ -193,8 +191,7 @@ def point_key(point: dict) -> str:
     >>> point_key({"b": 2, "a": 1}) == point_key({"a": 1, "b": 2})
     True
     """
-    text = json.dumps(point, sort_keys=True)
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+    return hashlib.sha1(json.dumps(point, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _read_damaged_or(path: Path, read):
@@ -369,14 +366,12 @@ def memo(fn: Callable[..., object], point: dict, folder, *, name: str = "memo", 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-{point_key(point)}.pt"
     run_path = path.with_suffix(".run.pt")  # a Run, in its own format (Run.save), read without unpickling
-    if run_path.exists():
-        run = _read_damaged_or(run_path, lambda q: Run.load(q, trusted=trusted))
-        if run is not None:
-            return run
-    if path.exists():
-        saved = _read_damaged_or(path, lambda q: torch.load(q, weights_only=not trusted))
-        if saved is not None:
-            return saved["result"]
+    run = _read_damaged_or(run_path, lambda q: Run.load(q, trusted=trusted)) if run_path.exists() else None
+    if run is not None:
+        return run
+    saved = _read_damaged_or(path, lambda q: torch.load(q, weights_only=not trusted)) if path.exists() else None
+    if saved is not None:
+        return saved["result"]
     result = fn(**point)
     if isinstance(result, Run):
         result.save(run_path)
@@ -457,8 +452,7 @@ def run_chaos(setup, N_grid, n_seeds: int, n_ref: int, folder, *, key: dict | No
     if taken:
         raise ValueError(f"key: {', '.join(taken)} name the experiment's own fields; choose other names")
     refs = [memo(lambda which, n_ref, **_: setup.reference(which, n_ref), dict(which=w, n_ref=n_ref, **key), folder,
-                 name="chaos-reference") for w in (1, 2)]
-    refs = [r.bind(setup.model, setup.data) for r in refs]
+                 name="chaos-reference").bind(setup.model, setup.data) for w in (1, 2)]
     points = [dict(kind="chaos", N=N, s=s, n_ref=n_ref, **key) for N in N_grid for s in range(n_seeds)]
     rows = run_sweep(lambda N, s, **_: setup.point(refs, N, s), points, folder, progress=progress, desc=desc)
     return ChaosResult(rows, references=refs)
@@ -526,8 +520,7 @@ def run_perturbations(model, data, specs: dict, folder, *, key: dict, zeta=1.0, 
 
     if not isinstance(specs, dict) or not specs or not all(isinstance(p, Perturbation) for p in specs.values()):
         raise ValueError("specs: expected a non-empty dict {name: Perturbation}")
-    own = {"name", "T", "step", "record_every", "orbit", "size", "n_heads"}
-    taken = sorted(set(key) & own)
+    taken = sorted(set(key) & {"name", "T", "step", "record_every", "orbit", "size", "n_heads"})
     if taken:
         raise ValueError(f"key: {', '.join(taken)} name the run's own fields; choose other names")
 

@@ -336,8 +336,7 @@ def constant_counterfactuals(code: str) -> list[str]:
             and getattr(n.func, "attr", getattr(n.func, "id", "")) in aliases]
 
 
-_UNIT = {"fit": "half-widths of its interval", "fit_at_most": "half-widths of its interval",
-         "close": "tolerances", "at_most": "tolerances", "within": "half-widths of its interval"}
+_UNIT = {r: "tolerances" if r in ("close", "at_most") else "half-widths of its interval" for r in RULES}
 
 
 def resolution(decision: dict) -> float:
