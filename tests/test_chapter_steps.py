@@ -4,6 +4,7 @@ step the chapter takes a positive, finite number of times. The entries are built
 tests/test_triton.py::test_device_check_dry_run (chapter 04 at its ci sizes) and by the command itself."""
 
 import importlib.util
+import json
 import math
 
 import pytest
@@ -60,7 +61,7 @@ def test_the_estimate_adds_count_times_step(monkeypatch):
     res = tool.run(["04"], "ci", torch.device("cpu"), deadline=0.0)
     assert res["chapters"]["04"]["rows"] == [] and len(res["chapters"]["04"]["skipped"]) == 2
     committed = tool.fmt(recorded(find_chapter(ROOT, "04").with_suffix(".ipynb"))["ci_seconds"])
-    assert tool.table(res).splitlines()[-2].endswith(f"| 0 | 0 s | {committed} | 0.00 | 2 |")
+    assert tool.table(res).splitlines()[-2].endswith(f"| 0 | >= 0 s | {committed} | 0.00 | 2 |")
     # a step that cannot be built (a module missing on the device, a size too large for it) is listed with its
     # error and the next one runs; so is an inventory that cannot load
     broken = [{"what": "c", "count": 1.0, "make": lambda: 1 / 0}, *inventory(None, None)]
@@ -70,6 +71,45 @@ def test_the_estimate_adds_count_times_step(monkeypatch):
     assert res["chapters"]["04"]["skipped"] == ["c: ZeroDivisionError: division by zero"]
     assert [r["what"] for r in res["chapters"]["04"]["rows"]] == ["a", "b"]
     assert res["chapters"]["05"]["skipped"] == ["the inventory: ImportError: ot"]
+
+
+def test_slices_merge_and_untimed_steps_make_a_lower_bound(monkeypatch):
+    """merge(): the chapters of several runs, a chapter run again taken from the later run; runs of another
+    device refused. A chapter with steps not timed (out of time, failed, or pending in a run that was
+    stopped from outside) shows its sum as a lower bound, and so does the total."""
+    tool = _tool()
+
+    def result(device, **chapters):
+        return {"profile": "paper", "device": device, "threads": 2, "reps": 1,
+                "chapters": {ch: {"name": name, "ci_seconds": None, "rows": [{}] * len(rows), "skipped": skipped,
+                                  "estimate_s": float(sum(rows))} for ch, (name, rows, skipped) in chapters.items()}}
+
+    a = result("cuda", **{"05": ("05-stability", [3, 2], ["x: out of time"]), "04": ("04-long-time", [10], [])})
+    b = result("cuda", **{"04": ("04-long-time", [20, 30], [])})
+    m = tool.merge([a, b])
+    assert list(m["chapters"]) == ["04", "05"] and m["chapters"]["04"]["estimate_s"] == 50.0
+    lines = tool.table(m).splitlines()
+    assert lines[-3] == f"| 04-long-time | 2 | {tool.fmt(50.0)} | 0 |"
+    assert lines[-2] == f"| 05-stability | 2 | >= {tool.fmt(5.0)} | 1 |"
+    assert lines[-1] == f"| all | 4 | >= {tool.fmt(55.0)} | 1 |"
+    assert "cost model" not in tool.table(m)  # a GPU's steps: the cost model's CPU figure is no match
+    with pytest.raises(ValueError, match="results"):
+        tool.merge([a, result("cpu")])
+    with pytest.raises(ValueError, match="results"):
+        tool.merge([])
+    # a run stopped during a step (the device check's time limit) leaves that step and the rest pending
+    snapshots = []
+
+    def inventory(p, device):
+        return [{"what": w, "count": 1.0, "make": lambda: (lambda: None)} for w in ("a", "b")]
+
+    monkeypatch.setattr(tool, "inventories", lambda: {"04": inventory})
+    monkeypatch.setattr(tool, "time_step", lambda fn, device, reps: 2.0)
+    res = tool.run(["04"], "paper", torch.device("cpu"), save=lambda r: snapshots.append(json.loads(json.dumps(r))))
+    assert [s["chapters"]["04"].get("pending") for s in snapshots] == [["a", "b"], ["b"], None]
+    assert "pending" not in res["chapters"]["04"] and res["chapters"]["04"]["estimate_s"] == 4.0
+    stopped = dict(snapshots[1], device="cuda")  # killed while timing b: a timed, b pending
+    assert tool.table(stopped).splitlines()[-2] == f"| 04-long-time | 1 | >= {tool.fmt(2.0)} | 1 |"
 
 
 def test_inventories_load_without_the_book_s_packages():

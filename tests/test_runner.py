@@ -503,3 +503,45 @@ def test_the_run_receives_the_checked_values_with_their_types(toy):
     nb = nbformat.read(toy / "t" / "01-toy.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "received: tuple (8, 16) list [0.25, 2]" in printed
+
+
+def test_a_profile_s_own_sizes_are_estimated_from_the_committed_step_table(tmp_path):
+    """step_table_estimate / the runner's estimate: a profile's own values (any seed) take the committed step
+    table's figure, and the per-cell weights of the progress bar are scaled to it; other values, the ci
+    profile or no table fall back to the cost model; a table with steps not timed is a lower bound, so the
+    larger of it and the cost model counts."""
+    from mfattn.companion import runner
+    from mfattn.companion.chapters import check_values, estimate
+
+    name = "03-static-approximation"
+    (tmp_path / "notebooks").mkdir()
+    for ext in (".md", ".ipynb"):
+        shutil.copy(ROOT / "notebooks" / f"{name}{ext}", tmp_path / "notebooks" / f"{name}{ext}")
+    src, committed = tmp_path / "notebooks" / f"{name}.md", tmp_path / "notebooks" / f"{name}.ipynb"
+    paper = check_values(src, {"profile": "paper"})
+    model = estimate(src, paper, committed)[0]
+    assert runner.step_table_estimate(src, paper) is None  # no table
+    table = tmp_path / "book" / "benchmarks" / "steps-paper-cpu.json"
+    table.parent.mkdir(parents=True)
+
+    def write(seconds, skipped=(), **extra):
+        row = {"name": name, "rows": [], "skipped": list(skipped), "estimate_s": seconds, **extra}
+        table.write_text(json.dumps({"profile": "paper", "device": "cpu", "chapters": {"03": row}}))
+
+    write(model / 7)
+    assert runner.step_table_estimate(src, paper) == (model / 7, True, "steps-paper-cpu.json")
+    assert runner.step_table_estimate(src, check_values(src, {"profile": "paper", "seed": 5}))[0] == model / 7
+    assert runner.step_table_estimate(src, check_values(src, {"profile": "paper", "n_data": 63})) is None
+    assert runner.step_table_estimate(src, check_values(src, {})) is None  # ci
+    est, seconds, line = runner._estimate(src, paper, committed)
+    assert seconds == pytest.approx(model / 7) and sum(est[2]) == pytest.approx(model / 7)
+    assert line.startswith("about ") and "steps-paper-cpu.json" in line
+    write(model / 7, skipped=["a step: out of time"])  # a lower bound below the cost model: the model counts
+    est, seconds, line = runner._estimate(src, paper, committed)
+    assert seconds == pytest.approx(model) and line.startswith("at least ")
+    write(model * 3, pending=["a step"])  # a run stopped during a step: a lower bound above the model
+    assert runner.step_table_estimate(src, paper)[1] is False
+    assert runner._estimate(src, paper, committed)[1] == pytest.approx(model * 3)
+    # another configuration: the cost model alone, as before
+    other = check_values(src, {"profile": "paper", "n_data": 63})
+    assert runner._estimate(src, other, committed)[1] == pytest.approx(estimate(src, other, committed)[0])

@@ -13,8 +13,9 @@ chapters spend (what they leave out, plots, fits, small solvers, shows as the ga
     PYTHONPATH=src python tools/chapter_steps.py --profile ci --device cpu             # the CPU check
     PYTHONPATH=src python tools/chapter_steps.py --profile paper --device cuda --out DIR
 
-Writes ``steps.json`` into ``--out`` after every timed step (so a run stopped at its deadline keeps what
-it measured), ``steps.md`` (the chapters' table) at the end, and prints one line per step and per chapter.
+Writes ``steps.json`` into ``--out`` before every step (so a run stopped at its deadline, or killed, keeps
+what it measured and names the steps not reached as ``pending``), ``steps.md`` (the chapters' table) at the end, and prints one line per step and per chapter.
+``--merge A/steps.json B/steps.json --out DIR`` times nothing: it joins slices (and reruns) into one table.
 """
 
 from __future__ import annotations
@@ -108,59 +109,98 @@ def run(chapters, profile: str, device, *, reps: int = 3, deadline: float = floa
         except Exception as err:  # noqa: BLE001  reported, and the next chapter goes on
             entry["skipped"].append(f"the inventory: {type(err).__name__}: {err}")
             continue
+        # not done yet: a run stopped from outside (a time limit) leaves these, the step it was in first
+        entry["pending"] = [e["what"] for e in entries]
         for e in entries:
             if time.monotonic() > deadline:
                 entry["skipped"].append(f"{e['what']}: out of time")
-                continue
-            try:
-                t0 = time.perf_counter()
-                fn = e["make"]()
-                build = time.perf_counter() - t0
-                step = time_step(fn, device, reps)
-            except Exception as err:  # noqa: BLE001  a step too large for the device, a missing module...
-                entry["skipped"].append(f"{e['what']}: {type(err).__name__}: {str(err)[:200]}")
+            else:
+                if save:
+                    save(res)
+                try:
+                    t0 = time.perf_counter()
+                    fn = e["make"]()
+                    build = time.perf_counter() - t0
+                    step = time_step(fn, device, reps)
+                    row = {"what": e["what"], "count": float(e["count"]), "step_s": step,
+                           "seconds": e["count"] * step, "build_s": build}
+                    entry["rows"].append(row)
+                    entry["estimate_s"] += row["seconds"]
+                    print(f"{ch} {e['what'][:64]:64s} {row['count']:>9.4g} x {1e3 * step:9.3f} ms = "
+                          f"{fmt(row['seconds'])}", flush=True)
+                except Exception as err:  # noqa: BLE001  a step too large for the device, a missing module...
+                    entry["skipped"].append(f"{e['what']}: {type(err).__name__}: {str(err)[:200]}")
                 fn = None
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
-                continue
-            row = {"what": e["what"], "count": float(e["count"]), "step_s": step, "seconds": e["count"] * step,
-                   "build_s": build}
-            entry["rows"].append(row)
-            entry["estimate_s"] += row["seconds"]
-            print(f"{ch} {e['what'][:64]:64s} {row['count']:>9.4g} x {1e3 * step:9.3f} ms = {fmt(row['seconds'])}",
-                  flush=True)
-            del fn
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            if save:
-                save(res)
+            entry["pending"].remove(e["what"])
+        del entry["pending"]
+        if save:
+            save(res)
     return res
 
 
+def cost_model_estimate(name: str, profile: str) -> float | None:
+    """Chapter ``name``'s cost model under ``profile``: the committed ci run's time per cell grown by the front
+    matter's ``cost:`` exponents (:func:`mfattn.companion.chapters.estimate`), what ``python -m mfattn run``
+    estimates for values other than a profile's own; ``None`` where the chapter has none."""
+    from mfattn.companion.chapters import check_values, estimate, find_chapter
+
+    src = find_chapter(ROOT, name)
+    got = estimate(src, check_values(src, {"profile": profile}))
+    return got[0] if got else None
+
+
 def table(res: dict) -> str:
-    """A Markdown table, one row per chapter: the estimate from its steps, and (ci profile) the committed ci
-    run's measured time beside it."""
+    """A Markdown table, one row per chapter: the estimate from its steps (a lower bound, ">=", where steps were
+    not timed); with the ci profile the committed ci run's measured time beside it; with the paper profile on the
+    CPU the chapter's cost model (:func:`cost_model_estimate`), made for the machine of the committed ci runs."""
     where = res.get("gpu") or f"{res['device']}, {res.get('threads')} threads"
-    ci = res["profile"] == "ci"
+    ci, model = res["profile"] == "ci", res["profile"] != "ci" and res["device"] == "cpu"
     lines = [f"Each chapter's time estimated from one step of each kind ({res['profile']} profile, {where}; each "
              f"step the median of {res['reps']} calls after an untimed one).", "",
              "| chapter | kinds of step timed | estimate |" + (" committed ci run | estimate / committed |" if ci else "")
-             + " not timed |", "|---|---:|---:|" + ("---:|---:|" if ci else "") + "---:|"]
+             + (" the cost model's estimate |" if model else "") + " not timed |",
+             "|---|---:|---:|" + ("---:|---:|" if ci else "") + ("---:|" if model else "") + "---:|"]
+    untimed = lambda e: len(e["skipped"]) + len(e.get("pending", ()))  # noqa: E731  (pending: the run was stopped)
+    at_least = lambda e: ">= " if untimed(e) else ""  # noqa: E731  untimed steps: the sum is a lower bound
     for e in res["chapters"].values():
-        row = f"| {e['name']} | {len(e['rows'])} | {fmt(e['estimate_s'])} |"
+        row = f"| {e['name']} | {len(e['rows'])} | {at_least(e)}{fmt(e['estimate_s'])} |"
         if ci:
             c = e["ci_seconds"]
             row += f" {fmt(c)} | {e['estimate_s'] / c:.2f} |" if c else " | |"
-        lines.append(row + f" {len(e['skipped'])} |")
+        if model:
+            r = cost_model_estimate(e["name"], res["profile"])
+            row += f" {fmt(r)} |" if r else " |"
+        lines.append(row + f" {untimed(e)} |")
     total = sum(e["estimate_s"] for e in res["chapters"].values())
+    rows, skipped = sum(len(e["rows"]) for e in res["chapters"].values()), sum(map(untimed, res["chapters"].values()))
+    total_s = (">= " if skipped else "") + fmt(total)
     if ci:
         c = sum(e["ci_seconds"] or 0 for e in res["chapters"].values())
-        lines.append(f"| all | {sum(len(e['rows']) for e in res['chapters'].values())} | {fmt(total)} | {fmt(c)} | "
-                     f"{total / c:.2f} | {sum(len(e['skipped']) for e in res['chapters'].values())} |")
+        lines.append(f"| all | {rows} | {total_s} | {fmt(c)} | {total / c:.2f} | {skipped} |")
     else:
-        lines.append(f"| all | {sum(len(e['rows']) for e in res['chapters'].values())} | {fmt(total)} | "
-                     f"{sum(len(e['skipped']) for e in res['chapters'].values())} |")
+        lines.append(f"| all | {rows} | {total_s} |" + (" |" if model else "") + f" {skipped} |")
     return "\n".join(lines) + "\n"
+
+
+def merge(results: list) -> dict:
+    """One result from several runs of the command (slices of chapters, or a chapter run again with more
+    time): the chapters of all, a chapter given twice taken from the later run. The runs must share
+    profile, device, threads and repeats."""
+    if not results:
+        raise ValueError("results: expected at least one steps.json")
+    keys = ("profile", "device", "threads", "reps", "gpu")
+    first = {k: results[0].get(k) for k in keys}
+    for r in results[1:]:
+        if {k: r.get(k) for k in keys} != first:
+            raise ValueError(f"results: expected runs of one profile, device, thread count and repeats, got "
+                             f"{first} and {({k: r.get(k) for k in keys})}")
+    out = {k: v for k, v in first.items() if k != "gpu" or v is not None} | {"chapters": {}}
+    for r in results:
+        out["chapters"].update(r["chapters"])
+    out["chapters"] = dict(sorted(out["chapters"].items()))
+    return out
 
 
 def main(argv=None) -> int:
@@ -171,7 +211,17 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--out", default=None, help="folder for steps.json")
     p.add_argument("--deadline", type=float, default=None, help="time.monotonic() after which no step starts")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="time nothing: join these steps.json files (slices, reruns) into --out's steps.json and steps.md")
     a = p.parse_args(argv)
+    if a.merge:
+        res = merge([json.loads(Path(f).read_text()) for f in a.merge])
+        if a.out:
+            Path(a.out).mkdir(parents=True, exist_ok=True)
+            (Path(a.out) / "steps.json").write_text(json.dumps(res, indent=1))
+            (Path(a.out) / "steps.md").write_text(table(res))
+        print(table(res))
+        return 0
     import mfattn  # noqa: F401  (before torch: the thread policy)
     import torch
 

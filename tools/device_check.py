@@ -358,7 +358,8 @@ def summary(report: dict) -> str:
     steps = report["parts"].get("steps", {}).get("results")
     if steps:
         lines += ["", _chapter_steps().table(steps).rstrip()]
-        why = [f"  not timed, {c['name'][:2]}: {w}" for c in steps["chapters"].values() for w in c["skipped"]]
+        why = [f"  not timed, {c['name'][:2]}: {w}" for c in steps["chapters"].values()
+               for w in [*c["skipped"], *(f"{w}: not reached (the part's time limit)" for w in c.get("pending", ()))]]
         lines += why[:12] + ([f"  ... and {len(why) - 12} more (steps.json)"] if len(why) > 12 else [])
     pt = report["parts"]["pytest"]
     if pt.get("last_line"):

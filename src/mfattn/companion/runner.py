@@ -39,7 +39,8 @@ from .chapters import (UserError, chapter_cells, check_values, estimate, growth,
                        strip_papermill, title)
 from .verdicts import EVIDENCE, KINDS, constant_counterfactuals
 
-__all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "write_html"]
+__all__ = ["cache_key", "code_version", "compare", "list_chapters", "provenance", "run_chapter", "step_table_estimate",
+           "write_html"]
 
 
 def code_cells(src: Path) -> str:
@@ -473,12 +474,64 @@ def _sizes(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in ("seed", "cache_dir", "device")}
 
 
+#: Configuration entries that do not change a run's work (what :func:`step_table_estimate` compares).
+_NO_WORK = ("device", "seed", "cache_dir")
+
+
+def step_table_estimate(src, config: dict) -> tuple[float, bool, str] | None:
+    """A measured estimate of a profile's own sizes on the CPU: when ``config`` is the values of a
+    profile other than ci (any seed), the chapter's row of the committed step table
+    ``book/benchmarks/steps-PROFILE-cpu.json`` (``tools/chapter_steps.py``: one step of each kind the
+    chapter repeats, timed at these sizes on the CPU of the committed runs, times how many it takes).
+
+    Returns
+    -------
+    tuple or None
+        ``(seconds, complete, file name)``; ``complete`` is False where some steps were not timed (the
+        seconds are then a lower bound). ``None`` for the ci profile, other values than a profile's,
+        or no table.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> import mfattn
+    >>> from mfattn.companion.chapters import check_values
+    >>> from mfattn.companion.runner import step_table_estimate
+    >>> ch = pathlib.Path(mfattn.__file__).resolve().parents[2] / "notebooks" / "03-static-approximation.md"
+    >>> step_table_estimate(ch, check_values(ch, {})) is None   # the ci profile: its run is committed
+    True
+    """
+    src, profile = Path(src), config.get("profile")
+    if profile in (None, "ci"):
+        return None
+    path = src.parent.parent / "book" / "benchmarks" / f"steps-{profile}-cpu.json"
+    try:
+        table, own = json.loads(path.read_text()), check_values(src, {"profile": profile})
+    except (OSError, ValueError):
+        return None
+    row = next((c for c in table.get("chapters", {}).values() if c.get("name") == src.stem), None)
+    if row is None or any(config.get(k) != v for k, v in own.items() if k not in _NO_WORK):
+        return None
+    return row["estimate_s"], not (row["skipped"] or row.get("pending")), path.name
+
+
 def _estimate(src: Path, config: dict, committed: Path) -> tuple[tuple | None, float, str]:
-    """What a run should take on this CPU: the chapter's cost model
-    (:func:`mfattn.companion.chapters.estimate`, computed once per run), the seconds (0 when nothing
-    says) and the line that says why; without the cost model, the committed ci run's time times the
-    largest ratio of a size of the run's profile to the ci one's."""
-    est = estimate(src, config, committed)
+    """What a run should take on this CPU: the committed step table's figure for a profile's own sizes
+    (:func:`step_table_estimate`), else the chapter's cost model (:func:`mfattn.companion.chapters.estimate`,
+    computed once per run); the seconds (0 when nothing says) and the line that says why. Where the step
+    table is incomplete the larger of its lower bound and the cost model counts. Without the cost model,
+    the committed ci run's time times the largest ratio of a size of the run's profile to the ci one's."""
+    est, steps = estimate(src, config, committed), step_table_estimate(src, config)
+    if steps is not None:
+        seconds, complete, name = steps
+        model = est[0] if est is not None else 0.0
+        seconds = seconds if complete else max(seconds, model)
+        if model > 0:
+            est = (seconds, est[1], [c * seconds / model for c in est[2]])  # the progress bar's cells, rescaled
+        return est, seconds, (f"{'about' if complete else 'at least'} {fmt_seconds(steps[0])} from one step of "
+                              f"each kind, timed at these sizes on the CPU of the committed runs "
+                              f"(book/benchmarks/{name})" + (f"; the chapter's cost model says {fmt_seconds(model)}"
+                                                             if model > 0 else ""))
     if est is not None:
         top = "; ".join(b for _, b in est[1][:3])
         ci = fmt_seconds(sum(recorded(committed)["cell_seconds"]))
