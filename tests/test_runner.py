@@ -505,7 +505,7 @@ def test_the_run_receives_the_checked_values_with_their_types(toy):
     assert "received: tuple (8, 16) list [0.25, 2]" in printed
 
 
-def test_a_profile_s_own_sizes_are_estimated_from_the_committed_step_table(tmp_path):
+def test_a_profile_s_own_sizes_are_estimated_from_the_committed_step_table(tmp_path, capsys):
     """step_table_estimate / the runner's estimate: a profile's own values (any seed) take the committed step
     table's figure, and the per-cell weights of the progress bar are scaled to it; other values, the ci
     profile or no table fall back to the cost model; a table with steps not timed is a lower bound, so the
@@ -541,7 +541,12 @@ def test_a_profile_s_own_sizes_are_estimated_from_the_committed_step_table(tmp_p
     assert seconds == pytest.approx(model) and line.startswith("at least ")
     write(model * 3, pending=["a step"])  # a run stopped during a step: a lower bound above the model
     assert runner.step_table_estimate(src, paper)[1] is False
-    assert runner._estimate(src, paper, committed)[1] == pytest.approx(model * 3)
+    est, seconds, line = runner._estimate(src, paper, committed)
+    assert seconds == pytest.approx(model * 3)
+    write(1e7, skipped=["a step: out of time"])  # over the ceiling: the refusal says it is a lower bound
+    with pytest.raises(runner.UserError):
+        runner._over_the_ceiling(src, paper, committed, *runner._estimate(src, paper, committed)[1:])
+    assert "estimated at least 2777 h" in capsys.readouterr().err
     # another configuration: the cost model alone, as before
     other = check_values(src, {"profile": "paper", "n_data": 63})
     assert runner._estimate(src, other, committed)[1] == pytest.approx(estimate(src, other, committed)[0])

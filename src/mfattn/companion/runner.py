@@ -549,10 +549,11 @@ def _estimate(src: Path, config: dict, committed: Path) -> tuple[tuple | None, f
                            "times for the cost model)")
 
 
-def _over_the_ceiling(src: Path, config: dict, committed: Path, seconds: float) -> None:
+def _over_the_ceiling(src: Path, config: dict, committed: Path, seconds: float, line: str = "") -> None:
     """Refuse, with one line naming the parameter that grew most, a run whose estimated peak memory
     exceeds :data:`MEMORY_SHARE` of this machine's, or whose estimate on this CPU (``seconds``)
-    exceeds the ceiling (:data:`CEILING_SECONDS`, or :data:`CEILING_RATIO` times the committed ci run)."""
+    exceeds the ceiling (:data:`CEILING_SECONDS`, or :data:`CEILING_RATIO` times the committed ci run); ``line``,
+    :func:`_estimate`'s, says whether ``seconds`` is a lower bound ("at least ...")."""
     ci = check_values(src, {})
 
     def why(name):
@@ -565,7 +566,8 @@ def _over_the_ceiling(src: Path, config: dict, committed: Path, seconds: float) 
                         "or --yes to run it anyway")
     base_time = ci_seconds(committed)
     if seconds > CEILING_SECONDS or (base_time and seconds > CEILING_RATIO * base_time):
-        raise UserError(f"{src.stem}: estimated {fmt_seconds(seconds)} on this CPU "
+        bound = "at least " if line.startswith("at least") else ""
+        raise UserError(f"{src.stem}: estimated {bound}{fmt_seconds(seconds)} on this CPU "
                         f"({why(growth(config, _sizes(ci), shrink=True)[1])}), over the ceiling of "
                         f"{CEILING_SECONDS // 3600} h or {CEILING_RATIO}x the ci run; smaller values, or --yes to "
                         "run it anyway")
@@ -674,7 +676,7 @@ def _plan(root: Path, src: Path, values: dict, *, out, inplace, timeout, cache, 
     cache_folder = cache_folder_of(root, src, config, device) if cache and not inplace else None
     done = _seconds_in(cache_folder, "finished.json")  # a run of this configuration ran to its end before
     if not yes and device == "cpu" and done is None:
-        _over_the_ceiling(src, config, committed, seconds)
+        _over_the_ceiling(src, config, committed, seconds, line)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = src.parent if inplace else Path(out) if out else root / "runs" / src.stem / stamp
     target = out_dir / f"{src.stem}.ipynb"
