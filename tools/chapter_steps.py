@@ -14,7 +14,8 @@ chapters spend (what they leave out, plots, fits, small solvers, shows as the ga
     PYTHONPATH=src python tools/chapter_steps.py --profile paper --device cuda --out DIR
 
 Writes ``steps.json`` into ``--out`` before every step (so a run stopped at its deadline, or killed, keeps
-what it measured and names the steps not reached as ``pending``), ``steps.md`` (the chapters' table) at the end, and prints one line per step and per chapter.
+what it measured and names the steps not reached as ``pending``), ``steps.md`` (the chapters' table) at
+the end, and prints one line per step and per chapter.
 ``--merge A/steps.json B/steps.json --out DIR`` times nothing: it joins slices (and reruns) into one table.
 """
 
@@ -214,30 +215,24 @@ def main(argv=None) -> int:
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                    help="time nothing: join these steps.json files (slices, reruns) into --out's steps.json and steps.md")
     a = p.parse_args(argv)
-    if a.merge:
-        res = merge([json.loads(Path(f).read_text()) for f in a.merge])
-        if a.out:
-            Path(a.out).mkdir(parents=True, exist_ok=True)
-            (Path(a.out) / "steps.json").write_text(json.dumps(res, indent=1))
-            (Path(a.out) / "steps.md").write_text(table(res))
-        print(table(res))
-        return 0
-    import mfattn  # noqa: F401  (before torch: the thread policy)
-    import torch
-
-    chapters = [c.zfill(2) for c in a.chapters.split(",") if c] or sorted(inventories())
     save = None
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         save = lambda res: (Path(a.out) / "steps.json").write_text(json.dumps(res, indent=1))  # noqa: E731
-    res = run(chapters, a.profile, torch.device(a.device), reps=a.reps,
-              deadline=a.deadline if a.deadline is not None else float("inf"), save=save)
+    if a.merge:
+        res = merge([json.loads(Path(f).read_text()) for f in a.merge])
+    else:
+        import mfattn  # noqa: F401  (before torch: the thread policy)
+        import torch
+
+        chapters = [c.zfill(2) for c in a.chapters.split(",") if c] or sorted(inventories())
+        res = run(chapters, a.profile, torch.device(a.device), reps=a.reps,
+                  deadline=a.deadline if a.deadline is not None else float("inf"), save=save)
     if save:
         save(res)
         (Path(a.out) / "steps.md").write_text(table(res))
     print(table(res))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -359,7 +359,7 @@ def summary(report: dict) -> str:
     if steps:
         lines += ["", _chapter_steps().table(steps).rstrip()]
         why = [f"  not timed, {c['name'][:2]}: {w}" for c in steps["chapters"].values()
-               for w in [*c["skipped"], *(f"{w}: not reached (the part's time limit)" for w in c.get("pending", ()))]]
+               for w in [*c["skipped"], *(f"{q}: not reached (the part's time limit)" for q in c.get("pending", ()))]]
         lines += why[:12] + ([f"  ... and {len(why) - 12} more (steps.json)"] if len(why) > 12 else [])
     pt = report["parts"]["pytest"]
     if pt.get("last_line"):

@@ -474,10 +474,6 @@ def _sizes(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in ("seed", "cache_dir", "device")}
 
 
-#: Configuration entries that do not change a run's work (what :func:`step_table_estimate` compares).
-_NO_WORK = ("device", "seed", "cache_dir")
-
-
 def step_table_estimate(src, config: dict) -> tuple[float, bool, str] | None:
     """A measured estimate of a profile's own sizes on the CPU: when ``config`` is the values of a
     profile other than ci (any seed), the chapter's row of the committed step table
@@ -510,7 +506,7 @@ def step_table_estimate(src, config: dict) -> tuple[float, bool, str] | None:
     except (OSError, ValueError):
         return None
     row = next((c for c in table.get("chapters", {}).values() if c.get("name") == src.stem), None)
-    if row is None or any(config.get(k) != v for k, v in own.items() if k not in _NO_WORK):
+    if row is None or _sizes(config) != _sizes(own):  # sizes: what changes a run's work
         return None
     return row["estimate_s"], not (row["skipped"] or row.get("pending")), path.name
 
