@@ -112,6 +112,38 @@ def test_slices_merge_and_untimed_steps_make_a_lower_bound(monkeypatch):
     assert tool.table(stopped).splitlines()[-2] == f"| 04-long-time | 1 | >= {tool.fmt(2.0)} | 1 |"
 
 
+def test_a_parameter_changed_from_the_profile_is_timed_and_named(monkeypatch, capsys):
+    """-p NAME VALUE: the inventory gets the profile's values with that one changed (checked as the runner
+    checks it), the table says which, and runs of other values do not merge; a bad value or name, or
+    several chapters, stop the command before anything is timed."""
+    tool = _tool()
+    seen = []
+
+    def inventory(p, device):
+        seen.append(p)
+        return [{"what": "a", "count": 2.0, "make": lambda: (lambda: None)}]
+
+    monkeypatch.setattr(tool, "inventories", lambda: {"04": inventory})
+    monkeypatch.setattr(tool, "time_step", lambda fn, device, reps: 1.5)
+    paper = profiles(find_chapter(ROOT, "04"))["paper"]
+    res = tool.run(["04"], "paper", torch.device("cpu"), values={"n_data": 2 * paper["n_data"]})
+    assert seen[0]["n_data"] == 2 * paper["n_data"] and seen[0]["n_particles"] == paper["n_particles"]
+    assert res["values"] == {"n_data": 2 * paper["n_data"]} and res["chapters"]["04"]["estimate_s"] == 3.0
+    assert f"(paper profile, n_data = {2 * paper['n_data']}, cpu" in tool.table(res)
+    own = tool.run(["04"], "paper", torch.device("cpu"))
+    assert seen[1] == dict(paper, seed=0, device="cpu", profile="paper") and "values" not in own
+    with pytest.raises(ValueError, match="results"):
+        tool.merge([res, own])
+    assert tool.merge([res, res])["values"] == res["values"]
+    for argv, says in [(["--chapters", "04", "-p", "n_data", "-3"], "n_data = -3"),
+                       (["--chapters", "04", "-p", "n_dataa", "3"], "unknown parameter"),
+                       (["--chapters", "04,05", "-p", "n_data", "3"], "one chapter")]:
+        with pytest.raises(SystemExit) as stop:
+            tool.main(["--profile", "paper", *argv])
+        assert stop.value.code == 2 and says in capsys.readouterr().err
+    assert len(seen) == 2  # nothing was timed
+
+
 def test_inventories_load_without_the_book_s_packages():
     """The GPU image the device check runs on has torch, triton, numpy, scipy, matplotlib, numba and
     PyYAML, but not POT, jupytext, nbformat or papermill: every inventory, and each chapter's profiles,

@@ -524,9 +524,10 @@ def test_a_profile_s_own_sizes_are_estimated_from_the_committed_step_table(tmp_p
     table = tmp_path / "book" / "benchmarks" / "steps-paper-cpu.json"
     table.parent.mkdir(parents=True)
 
-    def write(seconds, skipped=(), **extra):
+    def write(seconds, skipped=(), values=None, **extra):
         row = {"name": name, "rows": [], "skipped": list(skipped), "estimate_s": seconds, **extra}
-        table.write_text(json.dumps({"profile": "paper", "device": "cpu", "chapters": {"03": row}}))
+        table.write_text(json.dumps({"profile": "paper", "device": "cpu", "chapters": {"03": row}}
+                                    | ({"values": values} if values else {})))
 
     write(model / 7)
     assert runner.step_table_estimate(src, paper) == (model / 7, True, "steps-paper-cpu.json")
@@ -550,3 +551,7 @@ def test_a_profile_s_own_sizes_are_estimated_from_the_committed_step_table(tmp_p
     # another configuration: the cost model alone, as before
     other = check_values(src, {"profile": "paper", "n_data": 63})
     assert runner._estimate(src, other, committed)[1] == pytest.approx(estimate(src, other, committed)[0])
+    # a table timed at changed values (tools/chapter_steps.py -p) stands for those values, not the profile's
+    write(model / 5, values={"n_data": 63})
+    assert runner.step_table_estimate(src, other) == (model / 5, True, "steps-paper-cpu.json")
+    assert runner.step_table_estimate(src, paper) is None

@@ -17,6 +17,11 @@ Writes ``steps.json`` into ``--out`` before every step (so a run stopped at its 
 what it measured and names the steps not reached as ``pending``), ``steps.md`` (the chapters' table) at
 the end, and prints one line per step and per chapter.
 ``--merge A/steps.json B/steps.json --out DIR`` times nothing: it joins slices (and reruns) into one table.
+``-p NAME VALUE`` (one chapter) times the steps of the profile's values with that parameter changed, as
+``python -m mfattn run CH --profile P -p NAME VALUE`` would run them: a measured estimate of your own values,
+where the runner has only the chapter's cost model::
+
+    PYTHONPATH=src python tools/chapter_steps.py --profile paper --chapters 02 -p n_ref 16384 --reps 1
 """
 
 from __future__ import annotations
@@ -84,16 +89,20 @@ def fmt(s: float) -> str:
     return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}"
 
 
-def run(chapters, profile: str, device, *, reps: int = 3, deadline: float = float("inf"), save=None) -> dict:
-    """Time every step of ``chapters`` (numbers, e.g. ``["02"]``) under ``profile`` on ``device``; the
-    result's ``chapters[NN]`` holds the rows, the estimate, the committed ci time and what was skipped."""
+def run(chapters, profile: str, device, *, reps: int = 3, deadline: float = float("inf"), save=None,
+        values: dict | None = None) -> dict:
+    """Time every step of ``chapters`` (numbers, e.g. ``["02"]``) under ``profile`` on ``device``, its values
+    changed by ``values`` (checked as ``python -m mfattn run`` checks them); the result's ``chapters[NN]``
+    holds the rows, the estimate, the committed ci time and what was skipped."""
     import mfattn  # noqa: F401  (first: the thread policy)
     import torch
 
-    from mfattn.companion.chapters import find_chapter, profiles, recorded
+    from mfattn.companion.chapters import check_values, find_chapter, profiles, recorded
 
     inv = inventories()
     res = {"profile": profile, "device": str(device), "threads": torch.get_num_threads(), "reps": reps, "chapters": {}}
+    if values:
+        res["values"] = dict(values)
     if device.type == "cuda":
         res["gpu"] = torch.cuda.get_device_name(device)
     for ch in chapters:
@@ -104,7 +113,10 @@ def run(chapters, profile: str, device, *, reps: int = 3, deadline: float = floa
         if ch not in inv:
             entry["skipped"].append("no inventory (tools/steps)")
             continue
-        p = dict(profiles(src)[profile], seed=0, device=str(device), profile=profile)
+        # changed values checked as the runner checks them (a ValueError names a bad one); a profile's own
+        # read from the front matter alone (a GPU image has no jupytext to read the parameter cell)
+        p = dict(check_values(src, {**values, "profile": profile}) if values else profiles(src)[profile],
+                 seed=0, device=str(device), profile=profile)
         try:
             entries = inv[ch](p, device)
         except Exception as err:  # noqa: BLE001  reported, and the next chapter goes on
@@ -141,14 +153,15 @@ def run(chapters, profile: str, device, *, reps: int = 3, deadline: float = floa
     return res
 
 
-def cost_model_estimate(name: str, profile: str) -> float | None:
-    """Chapter ``name``'s cost model under ``profile``: the committed ci run's time per cell grown by the front
-    matter's ``cost:`` exponents (:func:`mfattn.companion.chapters.estimate`), what ``python -m mfattn run``
-    estimates for values other than a profile's own; ``None`` where the chapter has none."""
+def cost_model_estimate(name: str, profile: str, values: dict | None = None) -> float | None:
+    """Chapter ``name``'s cost model under ``profile`` (its values changed by ``values``): the committed ci
+    run's time per cell grown by the front matter's ``cost:`` exponents
+    (:func:`mfattn.companion.chapters.estimate`), what ``python -m mfattn run`` estimates for values other
+    than a profile's own; ``None`` where the chapter has none."""
     from mfattn.companion.chapters import check_values, estimate, find_chapter
 
     src = find_chapter(ROOT, name)
-    got = estimate(src, check_values(src, {"profile": profile}))
+    got = estimate(src, check_values(src, {**(values or {}), "profile": profile}))
     return got[0] if got else None
 
 
@@ -158,8 +171,9 @@ def table(res: dict) -> str:
     CPU the chapter's cost model (:func:`cost_model_estimate`), made for the machine of the committed ci runs."""
     where = res.get("gpu") or f"{res['device']}, {res.get('threads')} threads"
     ci, model = res["profile"] == "ci", res["profile"] != "ci" and res["device"] == "cpu"
-    lines = [f"Each chapter's time estimated from one step of each kind ({res['profile']} profile, {where}; each "
-             f"step the median of {res['reps']} calls after an untimed one).", "",
+    changed = "".join(f", {k} = {v!r}" for k, v in res.get("values", {}).items())
+    lines = [f"Each chapter's time estimated from one step of each kind ({res['profile']} profile{changed}, {where}; "
+             f"each step the median of {res['reps']} calls after an untimed one).", "",
              "| chapter | kinds of step timed | estimate |" + (" committed ci run | estimate / committed |" if ci else "")
              + (" the cost model's estimate |" if model else "") + " not timed |",
              "|---|---:|---:|" + ("---:|---:|" if ci else "") + ("---:|" if model else "") + "---:|"]
@@ -171,7 +185,7 @@ def table(res: dict) -> str:
             c = e["ci_seconds"]
             row += f" {fmt(c)} | {e['estimate_s'] / c:.2f} |" if c else " | |"
         if model:
-            r = cost_model_estimate(e["name"], res["profile"])
+            r = cost_model_estimate(e["name"], res["profile"], res.get("values"))
             row += f" {fmt(r)} |" if r else " |"
         lines.append(row + f" {untimed(e)} |")
     total = sum(e["estimate_s"] for e in res["chapters"].values())
@@ -188,16 +202,16 @@ def table(res: dict) -> str:
 def merge(results: list) -> dict:
     """One result from several runs of the command (slices of chapters, or a chapter run again with more
     time): the chapters of all, a chapter given twice taken from the later run. The runs must share
-    profile, device, threads and repeats."""
+    profile, changed values, device, threads and repeats."""
     if not results:
         raise ValueError("results: expected at least one steps.json")
-    keys = ("profile", "device", "threads", "reps", "gpu")
+    keys = ("profile", "values", "device", "threads", "reps", "gpu")
     first = {k: results[0].get(k) for k in keys}
     for r in results[1:]:
         if {k: r.get(k) for k in keys} != first:
             raise ValueError(f"results: expected runs of one profile, device, thread count and repeats, got "
                              f"{first} and {({k: r.get(k) for k in keys})}")
-    out = {k: v for k, v in first.items() if k != "gpu" or v is not None} | {"chapters": {}}
+    out = {k: v for k, v in first.items() if k not in ("gpu", "values") or v is not None} | {"chapters": {}}
     for r in results:
         out["chapters"].update(r["chapters"])
     out["chapters"] = dict(sorted(out["chapters"].items()))
@@ -212,6 +226,8 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--out", default=None, help="folder for steps.json")
     p.add_argument("--deadline", type=float, default=None, help="time.monotonic() after which no step starts")
+    p.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="one chapter only: a parameter's value in place of the profile's (as for mfattn run)")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                    help="time nothing: join these steps.json files (slices, reruns) into --out's steps.json and steps.md")
     a = p.parse_args(argv)
@@ -225,9 +241,20 @@ def main(argv=None) -> int:
         import mfattn  # noqa: F401  (before torch: the thread policy)
         import torch
 
+        from mfattn.companion.chapters import check_values, find_chapter
+        from mfattn.companion.cli import parse_value
+
         chapters = [c.zfill(2) for c in a.chapters.split(",") if c] or sorted(inventories())
+        if a.param and len(chapters) != 1:
+            p.error("-p/--param: name one chapter with --chapters (parameters are a chapter's own)")
+        values = {name: parse_value(v) for name, v in a.param}
+        if values:
+            try:
+                check_values(find_chapter(ROOT, chapters[0]), {**values, "profile": a.profile})
+            except ValueError as e:  # (an unknown chapter is a UserError: reported, exit status 2)
+                p.error(str(e))
         res = run(chapters, a.profile, torch.device(a.device), reps=a.reps,
-                  deadline=a.deadline if a.deadline is not None else float("inf"), save=save)
+                  deadline=a.deadline if a.deadline is not None else float("inf"), save=save, values=values)
     if save:
         save(res)
         (Path(a.out) / "steps.md").write_text(table(res))

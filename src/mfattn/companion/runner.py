@@ -479,6 +479,7 @@ def step_table_estimate(src, config: dict) -> tuple[float, bool, str] | None:
     profile other than ci (any seed), the chapter's row of the committed step table
     ``book/benchmarks/steps-PROFILE-cpu.json`` (``tools/chapter_steps.py``: one step of each kind the
     chapter repeats, timed at these sizes on the CPU of the committed runs, times how many it takes).
+    A table timed with some values changed (``chapter_steps.py -p NAME VALUE``) stands for those values.
 
     Returns
     -------
@@ -502,7 +503,8 @@ def step_table_estimate(src, config: dict) -> tuple[float, bool, str] | None:
         return None
     path = src.parent.parent / "book" / "benchmarks" / f"steps-{profile}-cpu.json"
     try:
-        table, own = json.loads(path.read_text()), check_values(src, {"profile": profile})
+        table = json.loads(path.read_text())
+        own = check_values(src, {**table.get("values", {}), "profile": profile})  # the values it timed
     except (OSError, ValueError):
         return None
     row = next((c for c in table.get("chapters", {}).values() if c.get("name") == src.stem), None)
