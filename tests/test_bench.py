@@ -146,20 +146,26 @@ def test_time_call_names_a_bad_count(kw, name):
 
 def test_wait_table_holds_the_settings_to_their_ratios():
     # figures built by hand: the ratios are the quotients of the named cells
-    rows = [{"setting": k, "beside_busy": b, "grad_s": g, "autograd_s": a}
-            for k, b, g, a in (("spin", False, 0.10, 0.20), ("passive", False, 0.19, 0.30),
-                               ("default", False, 0.09, 0.19), ("spin", True, 0.25, 0.40),
-                               ("passive", True, 0.16, 0.24), ("default", True, 0.34, 0.38),
-                               ("spin 300", False, 0.17, 0.29), ("spin 300", True, 0.18, 0.27))]
-    text = bench.wait_table({"kind": "wait", "spin": 1000, "threads": 2, "rows": rows, "busy": [0.0, None]})
+    rows = [{"setting": k, "beside_busy": b, "grad_s": g, "autograd_s": a, "policy": p, "throttled": t}
+            for k, b, g, a, p, t in (("auto", False, 0.10, 0.20, "GOMP_SPINCOUNT=300000", False),
+                                     ("passive", False, 0.19, 0.30, "OMP_WAIT_POLICY=PASSIVE", False),
+                                     ("default", False, 0.09, 0.19, "OMP_WAIT_POLICY=", False),
+                                     ("auto", True, 0.25, 0.40, "GOMP_SPINCOUNT=300000", True),
+                                     ("passive", True, 0.16, 0.24, "OMP_WAIT_POLICY=PASSIVE", False),
+                                     ("default", True, 0.34, 0.38, "OMP_WAIT_POLICY=", False),
+                                     ("spin 300", False, 0.17, 0.29, "GOMP_SPINCOUNT=300", False),
+                                     ("spin 300", True, 0.18, 0.27, "GOMP_SPINCOUNT=300", False))]
+    text = bench.wait_table({"kind": "wait", "spin": 300000, "threads": 2, "rows": rows, "busy": [0.0, None]})
     lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    start = next(v for k, v in lines.items() if k.startswith("busy at start"))
-    assert f"| {0.16 / 0.10:.2f} | {0.24 / 0.20:.2f} |" in start
-    chosen, other = lines["1000 (chosen)"], lines["300"]
-    assert f"| {0.10 / 0.09:.2f} | {0.20 / 0.19:.2f} | {0.25 / 0.10:.2f} | {0.40 / 0.20:.2f} |" in chosen
-    assert f"| {0.17 / 0.09:.2f} | {0.29 / 0.19:.2f} | {0.18 / 0.17:.2f} | {0.27 / 0.29:.2f} |" in other
-    assert text.index("| 300 |") < text.index("| 1000 (chosen) |")  # by spin count
-    assert "GOMP_SPINCOUNT=1000" in text and "before and after the run: 0.00 and unknown" in text
+    row = lambda start: next(v for k, v in lines.items() if k.startswith(start))  # noqa: E731
+    assert f"| {0.10 / 0.09:.2f} | {0.20 / 0.19:.2f} |" in row("idle: the package")
+    assert f"| {0.25 / 0.10:.2f} | {0.40 / 0.20:.2f} |" in row("busy later")
+    assert f"| {0.16 / 0.10:.2f} | {0.24 / 0.20:.2f} |" in row("busy at start")
+    assert f"| {0.17 / 0.09:.2f} | {0.29 / 0.19:.2f} | {0.18 / 0.17:.2f} | {0.27 / 0.29:.2f} |" in lines["300"]
+    assert "the package's choice (GOMP_SPINCOUNT=300000; beside a busy core, throttled: yes)" in text
+    assert "before and after the run: 0.00 and unknown" in text
+    rows = [r for r in rows if not r["setting"].startswith("spin")]  # no spin counts asked: no such table
+    assert "unwatched | idle" not in bench.wait_table({"spin": 300000, "threads": 2, "rows": rows, "busy": [0.0, 0.0]})
 
 
 # many temporaries of a few megabytes alive at once, then freed, call after call (the torch path's pattern);

@@ -3,11 +3,14 @@
 
 The oracle is the OpenMP runtime's own report of the settings it runs with (libgomp prints them
 under OMP_DISPLAY_ENV=VERBOSE): beside a busy process a thread that waits must sleep
-(GOMP_SPINCOUNT 0); on an idle machine it spins a bounded number of turns (mfattn.SPIN). The busy
-process is a child that burns one core, known to be busy.
+(GOMP_SPINCOUNT 0); on an idle machine it spins (mfattn.SPIN). For the throttle that cuts that spin
+while a process that started later keeps a core busy (mfattn.throttle), it is the processor time
+the runtime's waiting threads burn. The busy process is a child that burns one core, known to be
+busy.
 """
 
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -274,3 +277,81 @@ def test_kernel_threads_after_a_fork_keep_their_last_answer(monkeypatch):
     monkeypatch.setattr(mfattn, "_clock", clock)
     monkeypatch.setattr(mfattn, "_load_sample", lambda: next(samples))
     assert [mfattn.kernel_threads(4) for _ in range(3)] == [4, 3, 3]
+
+
+# the CPU time a process burns between small parallel regions of torch's, 4 ms apart: a waiting thread
+# that spins (libgomp's 300,000 turns, a few ms) burns most of each gap; one throttled to 100 turns sleeps
+_SPIN_BURN = """
+import json, os, sys, time
+import mfattn, torch
+x = torch.ones(1 << 18)
+def burnt():
+    c0 = time.process_time()
+    for _ in range(60):
+        x.sum()
+        time.sleep(0.004)
+    return time.process_time() - c0
+burnt()
+tasks = lambda: len(os.listdir("/proc/self/task"))
+out = {"threads": tasks()}
+for on in (False, True, False, True):
+    mfattn.throttle(on)
+    out.setdefault(str(on), []).append(burnt())
+    out.setdefault("threads " + str(on), []).append(tasks())
+mfattn.throttle(False)
+print(json.dumps(out))
+"""
+
+
+def test_the_throttle_cuts_torch_s_spin():
+    # the oracle is the time the runtime's waiting threads burn (GOMP_SPINCOUNT's manual: 100 turns while
+    # the runtime manages more threads than cores). Spinning, the worker burns much of each 4 ms gap;
+    # throttled, a few turns. Under the runtime's default (the user's empty OMP_WAIT_POLICY: no watch)
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: torch makes no team")
+    out = subprocess.run([sys.executable, "-c", _SPIN_BURN], env=dict(_no_setting(), OMP_WAIT_POLICY="",
+                         OMP_NUM_THREADS="2"), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    spinning, throttled = min(got["False"]), max(got["True"])
+    assert spinning > 0.03 and throttled < spinning / 3, got
+    # the throttle is a thread of the package's and the worker of its team, gone when it ends
+    assert all(n >= got["threads"] + 2 for n in got["threads True"]), got
+
+
+def test_the_watch_throttles_while_others_are_busy(monkeypatch):
+    # one look a second of a 2-core machine (1000 jiffies a core per look, 300 of them this process's):
+    # the first look only records; from half a core busy elsewhere it throttles, after CALM_LOOKS calm
+    # looks in a row it spins again
+    calls = []
+    monkeypatch.setattr(mfattn, "throttle", lambda on: calls.append(on))
+    monkeypatch.setattr(mfattn, "_CORES", 2)
+    state, sample = {}, (0, 0, 0)
+    busy = [0.0, 0.6, 0.3] + [0.2] * (mfattn.CALM_LOOKS - 1) + [0.1, 1.0]
+    for b in [0.0] + busy:
+        total, idle, own = sample
+        sample = (total + 2000, idle + 2000 - 1000 * b - 300, own + 300)
+        mfattn._watch_step(state, sample)
+    assert calls == [True, False, True]
+
+
+def test_the_watch_throttles_beside_a_busy_process():
+    # end to end: a process that chose the spin, then a second one that keeps a core busy: within a
+    # second the watch has throttled torch's runtime
+    code = ("import time, mfattn, torch\n"
+            "torch.ones(1 << 18).sum()\n"
+            "mfattn._start_watch()\n"
+            "print('ready', flush=True)\n"
+            "input()\n"
+            "t0 = time.monotonic()\n"
+            "while not mfattn.throttled() and time.monotonic() - t0 < 5:\n"
+            "    time.sleep(0.01)\n"
+            "print(mfattn.throttled(), round(time.monotonic() - t0, 2))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=dict(_no_setting(), GOMP_SPINCOUNT=str(mfattn.SPIN)),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    with _busy_core():
+        out, err = proc.communicate("go\n", timeout=60)
+    assert proc.returncode == 0, err
+    held, seconds = out.split()
+    assert held == "True" and float(seconds) < 1.5, out

@@ -29,16 +29,17 @@ import time as _time
 # 10.5x its time alone (chapter 02, 2 cores). A thread that sleeps at once (OMP_WAIT_POLICY=PASSIVE)
 # is safe there, but on an idle machine it takes longer to wake than a spinning one: 300 small
 # gradient calls took about twice as long. So the setting is chosen here, before torch loads, from
-# what the machine does at import (book/benchmark.md, "Under load"): a short bounded spin
+# what the machine does at import (book/benchmark.md, "Under load"): the runtime's own spin
 # (GOMP_SPINCOUNT=SPIN) when no other process is busy, PASSIVE when one is, or when that cannot be
-# told. A policy the user set is kept; a process started by one that chose (MFATTN_WAIT_AUTO names
-# the variable chosen) chooses again. A process that imported torch before mfattn keeps the runtime's
-# default (THREAD_POLICY_APPLIED says which).
+# told. With the spin, a watch (throttle) cuts torch's to libgomp's throttled count while another
+# process keeps a core busy. A policy the user set is kept; a process started by one that chose
+# (MFATTN_WAIT_AUTO names the variable chosen) chooses again. A process that imported torch before
+# mfattn keeps the runtime's default (THREAD_POLICY_APPLIED says which).
 _POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 _AUTO = "MFATTN_WAIT_AUTO"
-#: The bounded spin on an idle machine: turns at a barrier before a waiting thread sleeps (libgomp's
-#: default is 300,000).
-SPIN = 1000
+#: The spin on an idle machine: turns at a barrier before a waiting thread sleeps, libgomp's own default
+#: (a few milliseconds). While other processes keep a core busy, :func:`throttle` cuts torch's to 100.
+SPIN = 300000
 #: Cores busy with other processes at import from which waiting threads sleep at once.
 BUSY_FROM = 0.5
 _CORES = _os.cpu_count() or 1  # read once: os.cpu_count() reads a file of /sys at every call (5 us)
@@ -135,16 +136,124 @@ def kernel_threads(want: int) -> int:
     return max(1, min(want, _CORES - _look[2]))
 
 
+#: Looks in a row with less than :data:`BUSY_FROM` of a core busy elsewhere after which the watch lets
+#: torch's runtime spin again.
+CALM_LOOKS = 10
+_held = None  # (thread, event) of the thread that throttles torch's runtime, while it does
+
+
+def throttle(on: bool) -> bool:
+    """Cut (``on``) or give back the spin of torch's OpenMP runtime (libgomp) at its barriers.
+
+    libgomp spins :data:`SPIN` turns before a waiting thread sleeps, but only 100 while it manages
+    more threads than the process may use cores ("throttled", GOMP_SPINCOUNT in its manual). Its
+    setting is read once, when it loads. To throttle it later, a thread of the package's starts one
+    parallel region of torch's and then waits: its team adds to the threads the runtime manages, and
+    every barrier of torch's spins briefly until that thread ends. It computes nothing and changes no
+    thread count, so no result changes. The watch started at import (when the package chose the spin)
+    throttles while another process keeps :data:`BUSY_FROM` of a core busy and gives the spin back
+    after :data:`CALM_LOOKS` calm looks: a process that becomes busy beside a run then costs its
+    waiting threads a few turns, not a time slice at every barrier. No effect before torch is loaded.
+
+    Parameters
+    ----------
+    on : bool
+        Throttle (True) or spin again (False).
+
+    Returns
+    -------
+    bool
+        Whether torch's runtime is throttled now.
+
+    Examples
+    --------
+    >>> import mfattn, torch
+    >>> mfattn.throttle(True), mfattn.throttle(False)
+    (True, False)
+    """
+    global _held
+    if not isinstance(on, bool):
+        raise ValueError(f"on: expected True or False, got {on!r}")
+    if on and _held is None:
+        torch = _sys.modules.get("torch")
+        if torch is None or getattr(torch.__spec__, "_initializing", False) or not hasattr(torch, "ones"):
+            return False  # not loaded, or loading in another thread
+        import threading
+
+        stop, ready = threading.Event(), threading.Event()
+
+        def hold():
+            try:
+                torch.ones(1 << 18).sum()  # a parallel region: this thread's own team in torch's runtime
+            finally:
+                ready.set()
+            stop.wait()
+
+        thread = threading.Thread(target=hold, name="mfattn-throttle", daemon=True)
+        thread.start()
+        ready.wait()
+        _held = (thread, stop)
+    elif not on and _held is not None:
+        thread, stop = _held
+        stop.set()
+        thread.join()
+        _held = None
+    return _held is not None
+
+
+def throttled() -> bool:
+    """Whether torch's OpenMP runtime is throttled now (:func:`throttle`).
+
+    Examples
+    --------
+    >>> import mfattn
+    >>> mfattn.throttled() in (True, False)
+    True
+    """
+    return _held is not None
+
+
+def _watch_step(state: dict, sample) -> None:
+    """One look of the watch: ``state`` holds the last sample and the calm looks in a row; throttle from
+    :data:`BUSY_FROM` of a core busy elsewhere, spin again after :data:`CALM_LOOKS` calm looks."""
+    others = _busy_between(state["sample"], sample) if state.get("sample") else None
+    state["sample"] = sample
+    if others is None:
+        return
+    state["calm"] = 0 if others >= BUSY_FROM else state.get("calm", 0) + 1
+    if state["calm"] == 0:
+        throttle(True)
+    elif state["calm"] == CALM_LOOKS:
+        throttle(False)
+
+
+def _watch() -> None:
+    """The watch's thread: a look every :data:`LOOK_EVERY` seconds, for the life of the process."""
+    state = {}
+    while True:
+        try:
+            _watch_step(state, _load_sample())
+        except (OSError, ValueError, IndexError):
+            return  # no /proc: nothing to watch
+        _time.sleep(LOOK_EVERY)
+
+
+def _start_watch() -> None:
+    import threading
+
+    threading.Thread(target=_watch, name="mfattn-watch", daemon=True).start()
+
+
 def wait_setting(busy) -> tuple[str, str]:
     """The variable and value that tell OpenMP how to wait, for ``busy`` cores used elsewhere
     (:func:`busy_elsewhere`): PASSIVE from :data:`BUSY_FROM` cores or when unknown (``None``), a spin of
-    :data:`SPIN` turns otherwise.
+    :data:`SPIN` turns otherwise (then watched: :func:`throttle`).
 
     Examples
     --------
     >>> from mfattn import wait_setting
     >>> wait_setting(0.0), wait_setting(1.0), wait_setting(None)
-    (('GOMP_SPINCOUNT', '1000'), ('OMP_WAIT_POLICY', 'PASSIVE'), ('OMP_WAIT_POLICY', 'PASSIVE'))
+    (('GOMP_SPINCOUNT', '300000'), ('OMP_WAIT_POLICY', 'PASSIVE'), ('OMP_WAIT_POLICY', 'PASSIVE'))
     """
     return ("OMP_WAIT_POLICY", "PASSIVE") if busy is None or busy >= BUSY_FROM else ("GOMP_SPINCOUNT", str(SPIN))
 
@@ -175,7 +284,9 @@ THREAD_POLICY_APPLIED = "torch" not in _sys.modules or any(k in _os.environ for 
 if not any(k in _os.environ for k in _POLICY_VARS):
     _name, _value = wait_setting(busy_elsewhere())
     _os.environ[_name], _os.environ[_AUTO] = _value, _name
-#: The wait setting in force for this process's OpenMP runtimes, e.g. ``"GOMP_SPINCOUNT=1000"``.
+    if _name == "GOMP_SPINCOUNT" and THREAD_POLICY_APPLIED:
+        _start_watch()
+#: The wait setting in force for this process's OpenMP runtimes, e.g. ``"GOMP_SPINCOUNT=300000"``.
 THREAD_POLICY = " ".join(f"{k}={_os.environ[k]}" for k in _POLICY_VARS if k in _os.environ)
 
 
@@ -208,7 +319,7 @@ LAYOUT_OF = {m: f"{pkg}.{m}" for pkg, mods in LAYOUT.items() for m in mods}
 _TOP = {"Dataset": "models.data", "HeadModel": "models.model", "cross_entropy": "models.softmax",
         "entropy": "models.softmax", "softmax_jacobian": "models.softmax"}
 __all__ = ["Dataset", "HeadModel", "cross_entropy", "entropy", "softmax_jacobian", "busy_elsewhere", "wait_setting",
-           "kernel_threads", "shared_machine_env"]
+           "kernel_threads", "shared_machine_env", "throttle", "throttled"]
 
 
 def __getattr__(name):

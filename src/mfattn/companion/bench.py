@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import timeit
 from pathlib import Path
 
@@ -598,7 +599,9 @@ def tokens_table(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# the workload of --wait, in a fresh process: many small parallel regions, as in a chapter's small steps
+# the workload of --wait, in a fresh process: many small parallel regions, as in a chapter's small steps.
+# It says "ready" once imported and warm, and times on the next line of its input: the busy process
+# beside it starts in between, after the import chose how to wait (a busy process that starts later)
 _WAIT_WORK = """
 import statistics, sys, time
 import mfattn, torch
@@ -612,69 +615,93 @@ work = {"grad": lambda: t.model.grad_phi(t.data.X, t.data.Y, heads, w),
         "autograd": lambda: mlp(x).pow(2).mean().backward()}
 for f in work.values():
     f()
+print("ready", flush=True)
+sys.stdin.readline()
+time.sleep(3 * mfattn.LOOK_EVERY)  # the package's looks at the load see the busy process (mfattn.throttle)
 def run(f):
     t0 = time.perf_counter()
     for _ in range(300):
         f()
     return time.perf_counter() - t0
 out = {name: statistics.median([run(f) for _ in range(REPEATS)]) for name, f in work.items()}
-print(out["grad"], out["autograd"], mfattn.THREAD_POLICY)
+print(out["grad"], out["autograd"], mfattn.THREAD_POLICY or "-", mfattn.throttled())
 """
 
 
 def run_wait(repeats: int = 5, spins=()) -> dict:
     """How long many small parallel operations take under each wait setting of the OpenMP runtime,
-    alone and beside a process that keeps one core busy (a child started for the purpose): 300 fused
-    gradient calls of 64 heads and 300 steps of a small autograd network, the median of ``repeats``,
-    each setting in a fresh process (the runtime reads it when it loads). ``spins``: other spin counts
-    than :data:`mfattn.SPIN` to time beside it."""
+    alone and beside a process that keeps one core busy (a child started for the purpose after the
+    setting was chosen): 300 fused gradient calls of 64 heads and 300 steps of a small autograd
+    network, the median of ``repeats``, each setting in a fresh process (the runtime reads it when it
+    loads). ``"auto"`` is the package's own choice (no variable set): on an idle machine the runtime's
+    spin, throttled while the busy process runs (:func:`mfattn.throttle`). ``spins``: spin counts
+    (GOMP_SPINCOUNT, unwatched) to time beside it."""
     import mfattn
 
-    settings = {"spin": {"GOMP_SPINCOUNT": str(mfattn.SPIN)}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
-                "default": {"OMP_WAIT_POLICY": ""},  # an empty value: the runtime's default, a long spin
+    settings = {"auto": {}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+                "default": {"OMP_WAIT_POLICY": ""},  # an empty value: the runtime's default, a long spin, unwatched
                 **{f"spin {n}": {"GOMP_SPINCOUNT": str(n)} for n in spins}}
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MFATTN_WAIT_AUTO")}
     rows, busy = [], [mfattn.busy_elsewhere(0.5)]  # cores other processes keep busy, before and after
     for beside in (False, True):
-        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if beside else None
-        try:
-            for name, env in settings.items():
-                out = subprocess.run([sys.executable, "-c", _WAIT_WORK.replace("REPEATS", str(repeats))],
-                                     env=dict(base, **env), capture_output=True, text=True, check=True)
-                grad, auto = (float(v) for v in out.stdout.split()[:2])
-                rows.append({"setting": name, "beside_busy": beside, "grad_s": grad, "autograd_s": auto})
-        finally:
-            if burner:
-                burner.kill()
-                burner.wait()
+        for name, env in settings.items():
+            work = subprocess.Popen([sys.executable, "-c", _WAIT_WORK.replace("REPEATS", str(repeats))],
+                                    env=dict(base, **env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            burner = None
+            try:
+                if work.stdout.readline().strip() != "ready":
+                    raise RuntimeError(f"--wait: the {name} process failed: {work.communicate()[1][-2000:]}")
+                if beside:
+                    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    time.sleep(0.5)  # past its start-up
+                out, err = work.communicate("go\n")
+            finally:
+                if burner:
+                    burner.kill()
+                    burner.wait()
+            if work.returncode:
+                raise RuntimeError(f"--wait: the {name} process failed: {err[-2000:]}")
+            grad, auto, policy, held = out.split()[:4]
+            rows.append({"setting": name, "beside_busy": beside, "grad_s": float(grad), "autograd_s": float(auto),
+                         "policy": policy, "throttled": held == "True"})
     busy.append(mfattn.busy_elsewhere(0.5))
     return {"kind": "wait", "spin": mfattn.SPIN, "threads": torch.get_num_threads(), "rows": rows, "busy": busy}
 
 
 def wait_table(res: dict) -> str:
-    """The figures of :func:`run_wait` and the two ratios the package's choice is held to."""
+    """The figures of :func:`run_wait` and the ratios the package's choice is held to."""
     at = {(r["setting"], r["beside_busy"]): r for r in res["rows"]}
-    label = {"spin": f"bounded spin (GOMP_SPINCOUNT={res['spin']}; chosen on an idle machine)",
-             "passive": "sleep at once (PASSIVE; chosen beside a busy process)", "default": "the runtime's default spin",
-             **{k: f"bounded spin (GOMP_SPINCOUNT={k[5:]}; not chosen)" for k, _ in at if k.startswith("spin ")}}
+    chose = {b: at[("auto", b)] for b in (False, True)}
+    label = {"auto": f"the package's choice ({chose[False]['policy']}; beside a busy core, throttled: "
+                     f"{'yes' if chose[True]['throttled'] else 'no'})",
+             "passive": "sleep at once (PASSIVE; chosen beside a process busy at import)",
+             "default": "the runtime's default spin, unwatched",
+             **{k: f"bounded spin (GOMP_SPINCOUNT={k[5:]}), unwatched" for k, _ in at if k.startswith("spin ")}}
     busy = roofline.busy_words(res["busy"])
     lines = [f"300 small calls each, median of the repeats, {res['threads']} threads. Cores kept busy by other "
              f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1). "
-             "The fused gradient calls take one thread fewer beside a busy core (mfattn.kernel_threads); the "
-             "autograd steps are torch's and keep their threads.", "",
+             "The busy core starts after the import chose how to wait. The fused gradient calls take one thread "
+             "fewer beside a busy core (mfattn.kernel_threads); the autograd steps are torch's and keep their "
+             "threads.", "",
              "| setting | alone: grad | alone: autograd | beside a busy core: grad | beside: autograd |",
              "|---|---:|---:|---:|---:|"]
     lines += [f"| {label[k]} | " + " | ".join(_fmt_s(at[(k, b)][f]) for b in (False, True) for f in ("grad_s", "autograd_s"))
               + " |" for k in label]
     ratio = lambda a, b: " | ".join(f"{at[a][f] / at[b][f]:.2f}" for f in ("grad_s", "autograd_s"))  # noqa: E731
     lines += ["", "| ratio | grad | autograd |", "|---|---:|---:|",
-              f"| busy at start: PASSIVE beside a busy core over the spin alone (at most 2.5) | "
-              f"{ratio(('passive', True), ('spin', False))} |", "",
-              "| spin count | idle: over the runtime's default, grad (at most 1.10) | autograd | busy later: beside a "
-              "busy core over alone, grad (at most 2.5) | autograd |", "|---|---:|---:|---:|---:|"]
-    spins = sorted((k for k in label if k.startswith("spin")), key=lambda k: int(k[5:] or res["spin"]))
-    lines += [f"| {k[5:] or str(res['spin']) + ' (chosen)'} | {ratio((k, False), ('default', False))} | "
-              f"{ratio((k, True), (k, False))} |" for k in spins]
+              f"| idle: the package's choice over the runtime's default (at most 1.10) | "
+              f"{ratio(('auto', False), ('default', False))} |",
+              f"| busy later: the package's choice beside a busy core over alone (at most 2.5) | "
+              f"{ratio(('auto', True), ('auto', False))} |",
+              f"| busy at start: PASSIVE beside a busy core over the package's choice alone (at most 2.5) | "
+              f"{ratio(('passive', True), ('auto', False))} |"]
+    spins = sorted((k for k in label if k.startswith("spin ")), key=lambda k: int(k[5:]))
+    if spins:
+        lines += ["", "| spin count, unwatched | idle: over the runtime's default, grad | autograd | beside a busy core "
+                  "over alone, grad | autograd |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {k[5:]} | {ratio((k, False), ('default', False))} | {ratio((k, True), (k, False))} |"
+                  for k in spins]
     return "\n".join(lines) + "\n"
 
 
@@ -691,7 +718,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time many small calls under each OpenMP wait setting, alone and beside a busy core, each "
                         "in a fresh process (about a minute); with --out writes wait.json and wait.md")
     p.add_argument("--spins", default="", metavar="N,N",
-                   help="with --wait: other spin counts (GOMP_SPINCOUNT) to time beside the package's own")
+                   help="with --wait: spin counts (GOMP_SPINCOUNT, unwatched) to time beside the package's choice")
     p.add_argument("--report", default=None, metavar="JSON",
                    help="print (and with --out rewrite) the table and plot of a saved result; measures nothing")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
