@@ -7,9 +7,9 @@ kernels (projections, scores, softmax, ``A V``, the backward products, the permu
 them) reads and writes every ``(head, sequence, L, L)`` tile once more. The kernels here keep one
 block of heads' tiles in registers and L1 for the whole forward and backward pass:
 
-* heads are processed in blocks (:func:`block_width`: 64 or 128 heads, 32 for the float64 head
-  sum) laid out innermost (``(block, d_omega, heads)``), so that every arithmetic loop runs over
-  contiguous heads and the compiler vectorises it; the kernels of the full widths are compiled with
+* heads are processed in blocks (:func:`block_width`: 64 heads, or 128 float32 ones; 32 for the
+  float64 head sum) laid out innermost (``(block, d_omega, heads)``), so that every arithmetic loop
+  runs over contiguous heads and the compiler vectorises it; the kernels of the full widths are compiled with
   the width a constant, so that each loop over the heads is a fixed number of vector operations; no
   loop reduces along the vector axis (but the weighted head sum of the logits, in a fixed order),
   so a head's result does not depend on the vector width, the block size or the number of threads;
@@ -47,7 +47,7 @@ import torch
 from .. import kernel_threads
 from .._checks import untraced
 
-__all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "COMPILED_WIDTHS", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
+__all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "ROW_BYTES", "COMPILED_WIDTHS", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
            "compile_seconds"]
 
 #: The number of float64 heads per block of the weighted head sum (:func:`head_sum`), whose order of
@@ -57,11 +57,17 @@ BLOCK = 32
 #: loop measured faster (``python -m mfattn bench --roofline``, its table of block widths). From
 #: :data:`WIDE_FROM` heads on, blocks of twice as many (:func:`block_width`).
 BLOCK_FLOAT32 = 64
-#: The head count from which blocks are ``2 * BLOCK_FLOAT32`` wide: below it the last block's
-#: padding costs more than the wider loop gains (measured on 2 cores, full gradient, d_k 2-8, L 8-32:
-#: 128 lanes 1.2-1.6x faster than 32 at 1024 and 4096 heads, 64 lanes 1.1-1.4x at 48 to 4096 heads,
-#: 128 lanes no faster than 32 at 160 heads).
+#: The head count from which blocks are wider, up to ``2 * BLOCK_FLOAT32`` heads and
+#: :data:`ROW_BYTES`: below it the last block's padding costs more than the wider loop gains
+#: (measured on 2 cores, full gradient, d_k 2-8, L 8-32: 128 lanes 1.2-1.6x faster than 32 at 1024
+#: and 4096 heads, 64 lanes 1.1-1.4x at 48 to 4096 heads, 128 lanes no faster than 32 at 160 heads).
 WIDE_FROM = 512
+#: The widest row of a block, in bytes: 128 float32 heads, 64 float64 ones. float64 blocks of 128
+#: heads (rows of 1 KB, a task's scratch twice float32's) took 1.09-1.22x the time of blocks of 64 at
+#: d_k, L = 8, 32 and 16, 64 (full gradient at 1024 heads, two cores), and about the same at the
+#: smaller shapes; float32 blocks of 128 stay 1.05-1.10x faster than 64 at d_k <= 8
+#: (book/benchmark.md, "Against the machine's own ceilings").
+ROW_BYTES = 512
 #: The block widths whose head kernels are compiled with the width a constant (``_head_kernels``);
 #: a block of another width takes the kernels that read it at run time.
 COMPILED_WIDTHS = (BLOCK_FLOAT32, 2 * BLOCK_FLOAT32)
@@ -255,8 +261,9 @@ if numba is not None:
         # number of vector operations and keeps more operands in registers: the full gradient at
         # 1024 heads took 1.17-1.40x less time in float32 (d_k 2-8, L 8-32, 2 cores), and with
         # float64's passes widened from 32 heads per block to 128, 1.40-1.45x less in float64
-        # (book/benchmark.md). At 32 heads the constant width was slower (the loop ran at the
-        # scalar rate), so only the widths 64 and 128 are compiled so. Each head's arithmetic is the
+        # (book/benchmark.md; float64 blocks are now 64 heads wide, ROW_BYTES). At 32 heads the
+        # constant width was slower (the loop ran at the scalar rate), so only the widths 64 and 128
+        # are compiled so. Each head's arithmetic is the
         # same statement by statement, so all give the same bits (tests/test_fused.py).
         @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
         def sum_kernel(X, Wb, w, scale, d_k, run, n_runs, groups, splits, partial, C, P):  # pragma: no cover - compiled
@@ -577,9 +584,9 @@ def set_threads():
 
 
 def block_width(dtype, n_heads: int = 0, *, head_sum: bool = False) -> int:
-    """The heads per block of the head kernels: :data:`BLOCK_FLOAT32`, twice that from
-    :data:`WIDE_FROM` heads on; :data:`BLOCK` for the float64 head sum (``head_sum``). A function of
-    the dtype and the head count only, so the order of every sum is too.
+    """The heads per block of the head kernels: :data:`BLOCK_FLOAT32`, from :data:`WIDE_FROM` heads on
+    twice that or rows of :data:`ROW_BYTES` if fewer (float64: 64); :data:`BLOCK` for the float64 head
+    sum (``head_sum``). A function of the dtype and the head count only, so the order of every sum is too.
 
     A head's gradient, ``Phi`` and energy do not depend on the block it is in; the head sum adds the
     heads block by block, so its width sets the order of that sum. float64 head sums keep the
@@ -603,13 +610,15 @@ def block_width(dtype, n_heads: int = 0, *, head_sum: bool = False) -> int:
     >>> import torch
     >>> from mfattn.models import fused
     >>> fused.block_width(torch.float64, 4096), fused.block_width(torch.float32, 100), fused.block_width(torch.float32, 4096)
-    (128, 64, 128)
+    (64, 64, 128)
     >>> fused.block_width(torch.float64, 4096, head_sum=True), fused.block_width(torch.float32, 4096, head_sum=True)
     (32, 128)
     """
-    if head_sum and dtype not in (torch.float32, np.float32, np.dtype(np.float32)):
+    f32 = dtype in (torch.float32, np.float32, np.dtype(np.float32))
+    if head_sum and not f32:
         return BLOCK
-    return 2 * BLOCK_FLOAT32 if n_heads >= WIDE_FROM else BLOCK_FLOAT32
+    return max(BLOCK_FLOAT32, min(2 * BLOCK_FLOAT32, ROW_BYTES // (4 if f32 else 8))) if n_heads >= WIDE_FROM \
+        else BLOCK_FLOAT32
 
 
 def _blocks(heads: torch.Tensor, width: int):
