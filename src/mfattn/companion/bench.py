@@ -634,7 +634,7 @@ def run_wait(repeats: int = 5, spins=()) -> dict:
     setting was chosen): 300 fused gradient calls of 64 heads and 300 steps of a small autograd
     network, the median of ``repeats``, each setting in a fresh process (the runtime reads it when it
     loads). ``"auto"`` is the package's own choice (no variable set): on an idle machine the runtime's
-    spin, throttled while the busy process runs (:func:`mfattn.throttle`). ``spins``: spin counts
+    spin, throttled while the busy process runs (``mfattn.throttle``). ``spins``: spin counts
     (GOMP_SPINCOUNT, unwatched) to time beside it."""
     import mfattn
 
