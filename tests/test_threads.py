@@ -355,3 +355,23 @@ def test_the_watch_throttles_beside_a_busy_process():
     assert proc.returncode == 0, err
     held, seconds = out.split()
     assert held == "True" and float(seconds) < 1.5, out
+
+
+def test_the_throttle_needs_a_working_torch(monkeypatch):
+    # before torch is loaded, or where its parallel region fails, nothing is held and it says so
+    monkeypatch.setattr(mfattn, "_held", None)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert mfattn.throttle(True) is False and not mfattn.throttled()
+
+    class Broken:
+        __spec__ = None
+
+        @staticmethod
+        def ones(*args):
+            raise RuntimeError("no parallel region here")
+
+    monkeypatch.setitem(sys.modules, "torch", Broken)
+    assert mfattn.throttle(True) is False and not mfattn.throttled()
+    for bad in (1, None, "yes"):
+        with pytest.raises(ValueError, match="^on"):
+            mfattn.throttle(bad)

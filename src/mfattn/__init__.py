@@ -20,6 +20,7 @@ sgd``); :data:`LAYOUT` lists the layers and their modules.
 import importlib as _importlib
 import os as _os
 import sys as _sys
+import threading as _threading
 import time as _time
 
 # How threads wait. torch's OpenMP runtime (libgomp), and the second copy that numba's "omp" threading
@@ -140,6 +141,7 @@ def kernel_threads(want: int) -> int:
 #: torch's runtime spin again.
 CALM_LOOKS = 10
 _held = None  # (thread, event) of the thread that throttles torch's runtime, while it does
+_held_lock = _threading.Lock()
 
 
 def throttle(on: bool) -> bool:
@@ -174,31 +176,34 @@ def throttle(on: bool) -> bool:
     global _held
     if not isinstance(on, bool):
         raise ValueError(f"on: expected True or False, got {on!r}")
-    if on and _held is None:
-        torch = _sys.modules.get("torch")
-        if torch is None or getattr(torch.__spec__, "_initializing", False) or not hasattr(torch, "ones"):
-            return False  # not loaded, or loading in another thread
-        import threading
+    with _held_lock:  # the watch's thread and the user's may both call it
+        if on and _held is None:
+            torch = _sys.modules.get("torch")
+            if torch is None or getattr(torch.__spec__, "_initializing", False) or not hasattr(torch, "ones"):
+                return False  # not loaded, or loading in another thread
+            stop, ready, ran = _threading.Event(), _threading.Event(), []
 
-        stop, ready = threading.Event(), threading.Event()
+            def hold():
+                try:
+                    torch.ones(1 << 18).sum()  # a parallel region: this thread's own team in torch's runtime
+                    ran.append(True)
+                except Exception:  # noqa: BLE001  torch unusable from this thread: no throttle
+                    pass
+                finally:
+                    ready.set()
+                if ran:
+                    stop.wait()
 
-        def hold():
-            try:
-                torch.ones(1 << 18).sum()  # a parallel region: this thread's own team in torch's runtime
-            finally:
-                ready.set()
-            stop.wait()
-
-        thread = threading.Thread(target=hold, name="mfattn-throttle", daemon=True)
-        thread.start()
-        ready.wait()
-        _held = (thread, stop)
-    elif not on and _held is not None:
-        thread, stop = _held
-        stop.set()
-        thread.join()
-        _held = None
-    return _held is not None
+            thread = _threading.Thread(target=hold, name="mfattn-throttle", daemon=True)
+            thread.start()
+            ready.wait()
+            _held = (thread, stop) if ran else None
+        elif not on and _held is not None:
+            thread, stop = _held
+            stop.set()
+            thread.join()
+            _held = None
+        return _held is not None
 
 
 def throttled() -> bool:
@@ -239,9 +244,7 @@ def _watch() -> None:
 
 
 def _start_watch() -> None:
-    import threading
-
-    threading.Thread(target=_watch, name="mfattn-watch", daemon=True).start()
+    _threading.Thread(target=_watch, name="mfattn-watch", daemon=True).start()
 
 
 def wait_setting(busy) -> tuple[str, str]:
