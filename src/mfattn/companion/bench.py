@@ -650,17 +650,16 @@ def run_wait(repeats: int = 5, spins=()) -> dict:
                                     stderr=subprocess.PIPE, text=True)
             burner = None
             try:
-                if work.stdout.readline().strip() != "ready":
-                    raise RuntimeError(f"--wait: the {name} process failed: {work.communicate()[1][-2000:]}")
-                if beside:
+                ready = work.stdout.readline().strip() == "ready"  # else it failed: its error follows
+                if ready and beside:
                     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
                     time.sleep(0.5)  # past its start-up
-                out, err = work.communicate("go\n")
+                out, err = work.communicate("go\n" if ready else "")
             finally:
                 if burner:
                     burner.kill()
                     burner.wait()
-            if work.returncode:
+            if work.returncode or not ready:
                 raise RuntimeError(f"--wait: the {name} process failed: {err[-2000:]}")
             grad, auto, policy, held = out.split()[:4]
             rows.append({"setting": name, "beside_busy": beside, "grad_s": float(grad), "autograd_s": float(auto),
