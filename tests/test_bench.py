@@ -146,26 +146,57 @@ def test_time_call_names_a_bad_count(kw, name):
 
 def test_wait_table_holds_the_settings_to_their_ratios():
     # figures built by hand: the ratios are the quotients of the named cells
-    rows = [{"setting": k, "beside_busy": b, "grad_s": g, "autograd_s": a, "policy": p, "throttled": t}
-            for k, b, g, a, p, t in (("auto", False, 0.10, 0.20, "GOMP_SPINCOUNT=300000", False),
-                                     ("passive", False, 0.19, 0.30, "OMP_WAIT_POLICY=PASSIVE", False),
-                                     ("default", False, 0.09, 0.19, "OMP_WAIT_POLICY=", False),
-                                     ("auto", True, 0.25, 0.40, "GOMP_SPINCOUNT=300000", True),
-                                     ("passive", True, 0.16, 0.24, "OMP_WAIT_POLICY=PASSIVE", False),
-                                     ("default", True, 0.34, 0.38, "OMP_WAIT_POLICY=", False),
-                                     ("spin 300", False, 0.17, 0.29, "GOMP_SPINCOUNT=300", False),
-                                     ("spin 300", True, 0.18, 0.27, "GOMP_SPINCOUNT=300", False))]
-    text = bench.wait_table({"kind": "wait", "spin": 300000, "threads": 2, "rows": rows, "busy": [0.0, None]})
+    rows = [{"setting": k, "busy": c, "grad_s": g, "autograd_s": a, "policy": p, "throttled": t, "processes": []}
+            for k, c, g, a, p, t in (("auto", "none", 0.10, 0.20, "GOMP_SPINCOUNT=300000", [False] * 3),
+                                     ("auto", "later", 0.25, 0.40, "GOMP_SPINCOUNT=300000", [True] * 3),
+                                     ("auto", "start", 0.23, 0.44, "GOMP_SPINCOUNT=300000", [True, False, True]),
+                                     ("auto", "ended", 0.11, 0.17, "GOMP_SPINCOUNT=300000", [False] * 3),
+                                     ("passive", "none", 0.19, 0.30, "OMP_WAIT_POLICY=PASSIVE", [False] * 3),
+                                     ("passive", "later", 0.16, 0.24, "OMP_WAIT_POLICY=PASSIVE", [False] * 3),
+                                     ("default", "none", 0.09, 0.19, "OMP_WAIT_POLICY=", [False] * 3),
+                                     ("default", "later", 0.34, 0.38, "OMP_WAIT_POLICY=", [False] * 3),
+                                     ("spin 300", "none", 0.17, 0.29, "GOMP_SPINCOUNT=300", [False] * 3),
+                                     ("spin 300", "later", 0.18, 0.27, "GOMP_SPINCOUNT=300", [False] * 3))]
+    res = {"kind": "wait", "spin": 300000, "threads": 2, "rounds": 3, "rows": rows, "busy": [0.0, None]}
+    text = bench.wait_table(res)
     lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
     row = lambda start: next(v for k, v in lines.items() if k.startswith(start))  # noqa: E731
     assert f"| {0.10 / 0.09:.2f} | {0.20 / 0.19:.2f} |" in row("idle: the package")
     assert f"| {0.25 / 0.10:.2f} | {0.40 / 0.20:.2f} |" in row("busy later")
-    assert f"| {0.16 / 0.10:.2f} | {0.24 / 0.20:.2f} |" in row("busy at start")
+    assert f"| {0.23 / 0.10:.2f} | {0.44 / 0.20:.2f} |" in row("busy at start:")
+    assert f"| {0.11 / 0.09:.2f} | {0.17 / 0.19:.2f} |" in row("busy at start, then idle")
+    assert f"| {0.19 / 0.09:.2f} | {0.30 / 0.19:.2f} |" in row("the same for PASSIVE")
     assert f"| {0.17 / 0.09:.2f} | {0.29 / 0.19:.2f} | {0.18 / 0.17:.2f} | {0.27 / 0.29:.2f} |" in lines["300"]
-    assert "the package's choice (GOMP_SPINCOUNT=300000; beside a busy core, throttled: yes)" in text
-    assert "before and after the run: 0.00 and unknown" in text
-    rows = [r for r in rows if not r["setting"].startswith("spin")]  # no spin counts asked: no such table
-    assert "unwatched | idle" not in bench.wait_table({"spin": 300000, "threads": 2, "rows": rows, "busy": [0.0, 0.0]})
+    assert ("| the package's choice (GOMP_SPINCOUNT=300000, watched) | busy core from before the import | 230 ms | "
+            "440 ms | 2 of 3 |") in text
+    assert "median over 3 processes" in text and "before and after the run: 0.00 and unknown" in text
+    res["rows"] = [r for r in rows if not r["setting"].startswith("spin")]  # no spin counts asked: no such table
+    assert "unwatched | idle" not in bench.wait_table(res)
+
+
+def test_run_wait_takes_the_median_over_processes_run_in_turn(monkeypatch):
+    # scripted processes: each returns its call number, so the medians and the order are known
+    calls = []
+
+    def process(name, env, case, repeats):
+        calls.append((name, case, env.get("OMP_WAIT_POLICY"), env.get("GOMP_SPINCOUNT")))
+        n = len(calls)
+        return [0.001 * n, 0.002 * n, f"P{name}", case != "none"]
+
+    monkeypatch.setattr(bench, "_wait_process", process)
+    res = bench.run_wait(repeats=2, spins=[700], rounds=3, progress=False)
+    cases = [("auto", c) for c in bench.WAIT_CASES] + [(k, c) for k in ("passive", "default", "spin 700")
+                                                       for c in ("none", "later")]
+    per_round = len(cases)
+    assert [c[:2] for c in calls] == cases * 3  # round by round, every case in turn
+    assert calls[0][2:] == (None, None) and calls[per_round + 4][2:] == ("PASSIVE", None) and calls[6][2:] == ("", None) and calls[8][2:] == (None, "700")
+    for i, r in enumerate(res["rows"]):
+        assert (r["setting"], r["busy"]) == cases[i]
+        ns = [i + 1, i + 1 + per_round, i + 1 + 2 * per_round]
+        assert r["processes"] == [[0.001 * n, 0.002 * n] for n in ns]
+        assert r["grad_s"] == 0.001 * ns[1] and r["autograd_s"] == 0.002 * ns[1]
+        assert r["throttled"] == [r["busy"] != "none"] * 3 and r["policy"] == f"P{r['setting']}"
+    assert res["rounds"] == 3 and res["kind"] == "wait"
 
 
 # many temporaries of a few megabytes alive at once, then freed, call after call (the torch path's pattern);

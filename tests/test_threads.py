@@ -1,12 +1,11 @@
 """The thread settings that keep a run fast alone and graceful on a busy machine (book/benchmark.md,
 "Under load").
 
-The oracle is the OpenMP runtime's own report of the settings it runs with (libgomp prints them
-under OMP_DISPLAY_ENV=VERBOSE): beside a busy process a thread that waits must sleep
-(GOMP_SPINCOUNT 0); on an idle machine it spins (mfattn.SPIN). For the throttle that cuts that spin
-while a process that started later keeps a core busy (mfattn.throttle), it is the processor time
-the runtime's waiting threads burn. The busy process is a child that burns one core, known to be
-busy.
+The oracles are the OpenMP runtime's own report of the settings it runs with (libgomp prints them
+under OMP_DISPLAY_ENV=VERBOSE): the spin of mfattn.SPIN turns, or 0 where the threads sleep
+(PASSIVE); the state of the watch that throttles torch's spin while another process keeps a core
+busy (mfattn.throttle), seen from the process; and, for the throttle's effect, the processor time the
+runtime's waiting threads burn. The busy process is a child that burns one core, known to be busy.
 """
 
 import contextlib
@@ -51,11 +50,70 @@ def _busy_core():
         burner.wait()
 
 
-def test_beside_a_busy_process_waiting_threads_sleep():
+def test_beside_a_process_busy_at_import_the_spin_is_throttled_until_it_ends():
+    # a process started beside a busy one chooses the spin and the watch: throttled once torch loads,
+    # the spin given back once the busy process has gone (under PASSIVE it would stay asleep, about twice
+    # as slow for small calls, for its whole life). The oracle is the watch's state, seen from the
+    # process, and what libgomp reports it runs with
+    code = ("import sys, time, mfattn, torch\n"
+            "torch.ones(1 << 18).sum()\n"
+            "def until(want):\n"
+            "    t0 = time.monotonic()\n"
+            "    while mfattn.throttled() != want and time.monotonic() - t0 < 10:\n"
+            "        time.sleep(0.01)\n"
+            "    return round(time.monotonic() - t0, 2)\n"
+            "print(mfattn.THREAD_POLICY, until(True), mfattn.throttled(), flush=True)\n"
+            "input()\n"
+            "print(until(False), mfattn.throttled(), flush=True)\n")
     with _busy_core():
         assert mfattn.busy_elsewhere() >= mfattn.BUSY_FROM
-        got = _runtime_settings("import mfattn, torch; torch.ones(10**6).sum(); assert mfattn.THREAD_POLICY_APPLIED")
-    assert got["GOMP_SPINCOUNT"] == "0"
+        proc = subprocess.Popen([sys.executable, "-c", code], env=dict(_no_setting(), OMP_DISPLAY_ENV="VERBOSE"),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        policy, first, held = proc.stdout.readline().split()
+    out, err = proc.communicate("go\n", timeout=60)  # the busy process has ended
+    assert proc.returncode == 0, err
+    assert policy == f"GOMP_SPINCOUNT={mfattn.SPIN}" and re.search(rf"GOMP_SPINCOUNT = '{mfattn.SPIN}'", err), (policy, err)
+    assert held == "True" and float(first) < 1.5, (first, held)
+    back, held = out.split()
+    # CALM_LOOKS calm looks a LOOK_EVERY apart, with a look's worth of slack for the kill's own look
+    assert held == "False" and float(back) < (mfattn.CALM_LOOKS + 5) * mfattn.LOOK_EVERY, out
+
+
+def test_where_the_runtime_cannot_be_throttled_waiting_threads_sleep(monkeypatch):
+    # where torch ships no libgomp (conda's builds link llvm's or Intel's runtime), a busy machine at
+    # import gets PASSIVE, which every OpenMP runtime honours
+    assert mfattn.wait_setting(1.0, throttles=False) == ("OMP_WAIT_POLICY", "PASSIVE")
+    assert mfattn.wait_setting(0.0, throttles=False) == ("GOMP_SPINCOUNT", str(mfattn.SPIN))
+    monkeypatch.setattr(mfattn, "_torch_has_libgomp", lambda: False)
+    assert mfattn.wait_setting(mfattn.BUSY_FROM) == ("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setattr(mfattn, "_torch_has_libgomp", lambda: True)
+    assert mfattn.wait_setting(mfattn.BUSY_FROM) == ("GOMP_SPINCOUNT", str(mfattn.SPIN))
+
+
+def test_torch_s_libgomp_is_found_where_it_is(tmp_path, monkeypatch):
+    # the oracle is a file tree: pip's CPU build keeps the runtime in torch/lib, auditwheel's builds in
+    # torch.libs beside the package; a torch without one, or none at all, is not throttled
+    import importlib.util
+    import types
+    for place, want in (("torch/lib/libgomp.so.1", True), ("torch.libs/libgomp-a34b3233.so.1", True),
+                        ("torch/lib/libomp.so", False)):
+        root = tmp_path / place.replace("/", "_")
+        (root / place).parent.mkdir(parents=True)
+        (root / place).touch()
+        (root / "torch").mkdir(exist_ok=True)
+        (root / "torch/__init__.py").touch()
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, r=root: types.SimpleNamespace(origin=str(r / "torch/__init__.py")))
+        assert mfattn._torch_has_libgomp() is want, place
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert mfattn._torch_has_libgomp() is False
+    # and the torch these tests run on: found where the runtime it has loaded (its memory map) lies
+    monkeypatch.undo()
+    import torch
+    torch.ones(1 << 18).sum()
+    folder = os.path.dirname(torch.__file__)
+    loaded = {line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line}
+    assert mfattn._torch_has_libgomp() is any(p.startswith((folder + "/", folder + ".libs/")) for p in loaded), loaded
 
 
 def test_the_choice_reaches_the_runtime():
@@ -69,18 +127,34 @@ def test_the_choice_reaches_the_runtime():
 
 def test_the_setting_for_the_load():
     assert mfattn.wait_setting(0.0) == mfattn.wait_setting(mfattn.BUSY_FROM - 0.01) == ("GOMP_SPINCOUNT", str(mfattn.SPIN))
-    assert mfattn.wait_setting(mfattn.BUSY_FROM) == mfattn.wait_setting(None) == ("OMP_WAIT_POLICY", "PASSIVE")
+    assert mfattn.wait_setting(mfattn.BUSY_FROM, throttles=True) == ("GOMP_SPINCOUNT", str(mfattn.SPIN))
+    assert mfattn.wait_setting(None) == mfattn.wait_setting(None, throttles=True) == ("OMP_WAIT_POLICY", "PASSIVE")
+    for bad in (-0.5, float("nan"), "1", True):
+        with pytest.raises(ValueError, match="^busy"):
+            mfattn.wait_setting(bad)
+    with pytest.raises(ValueError, match="^throttles"):
+        mfattn.wait_setting(1.0, throttles=1)
     with pytest.raises(ValueError, match="^window"):
         mfattn.busy_elsewhere(0)
 
 
 def test_a_child_chooses_again():
-    # a parent that chose a spin on an idle machine passes it on in the environment; its child, started
-    # beside a busy process, must not inherit that choice as if it were the user's
+    # a parent that chose the spin passes it on in the environment; its child, started beside a busy
+    # process, must choose again (and watch), not keep that choice as if it were the user's (unwatched)
+    code = ("import time, mfattn, torch\n"
+            "torch.ones(1 << 18).sum()\n"
+            "t0 = time.monotonic()\n"
+            "while not mfattn.throttled() and time.monotonic() - t0 < 3:\n"
+            "    time.sleep(0.01)\n"
+            "print(mfattn.throttled())\n")
+    got = {}
     with _busy_core():
-        got = _runtime_settings("import mfattn, torch; torch.ones(10**6).sum()", GOMP_SPINCOUNT=str(mfattn.SPIN),
-                                MFATTN_WAIT_AUTO="GOMP_SPINCOUNT")
-    assert got["GOMP_SPINCOUNT"] == "0"
+        for who, env in (("parent's", {"MFATTN_WAIT_AUTO": "GOMP_SPINCOUNT"}), ("user's", {})):
+            out = subprocess.run([sys.executable, "-c", code], env=dict(_no_setting(), GOMP_SPINCOUNT=str(mfattn.SPIN),
+                                 **env), capture_output=True, text=True, timeout=300)
+            assert out.returncode == 0, out.stderr
+            got[who] = out.stdout.strip()
+    assert got == {"parent's": "True", "user's": "False"}
 
 
 def test_kernels_side_by_side_sleep(monkeypatch):
@@ -117,11 +191,12 @@ def test_torch_loaded_first_is_reported():
     assert "ThreadPolicyWarning" not in quiet.stderr
 
 
-def test_numbas_openmp_runtime_sleeps_too():
+def test_numbas_openmp_runtime_reads_the_setting_too():
     # numba's "omp" layer (mfattn.models.fused) links libgomp.so.1.0.0 by file name, so the dynamic loader
     # brings the system's copy beside torch's (soname libgomp.so.1): two runtimes, two thread pools.
-    # Each reads the setting when it loads, so beside a busy process both must report that their
-    # waiting threads sleep.
+    # Each reads the setting when it loads, so both must report it: PASSIVE (0 turns), where their
+    # default is a spin. (The throttle covers torch's; numba's kernels take a thread fewer for each core
+    # busy elsewhere, mfattn.kernel_threads.)
     pytest.importorskip("numba")
     code = ("import mfattn, torch, numba\n"
             "from mfattn.models.tasks import make_task\n"
@@ -130,10 +205,8 @@ def test_numbas_openmp_runtime_sleeps_too():
             "t.model.grad_phi(t.data.X, t.data.Y, h, torch.full((40,), 1 / 40, dtype=torch.float64))\n"
             "print(numba.threading_layer())\n"
             "print('\\n'.join(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})))\n")
-    e = _no_setting()
-    with _busy_core():
-        out = subprocess.run([sys.executable, "-c", code], env=dict(e, OMP_DISPLAY_ENV="VERBOSE"),
-                             capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", code], env=dict(_no_setting(), OMP_DISPLAY_ENV="VERBOSE",
+                         OMP_WAIT_POLICY="PASSIVE"), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     layer, *libs = out.stdout.split()
     spins = re.findall(r"GOMP_SPINCOUNT = '(\d+)'", out.stderr)

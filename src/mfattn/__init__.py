@@ -18,6 +18,7 @@ sgd``); :data:`LAYOUT` lists the layers and their modules.
 """
 
 import importlib as _importlib
+import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
 import threading as _threading
@@ -29,13 +30,15 @@ import time as _time
 # spinning thread burns the time slice its partner needs: a chapter's ci run beside a second one took
 # 10.5x its time alone (chapter 02, 2 cores). A thread that sleeps at once (OMP_WAIT_POLICY=PASSIVE)
 # is safe there, but on an idle machine it takes longer to wake than a spinning one: 300 small
-# gradient calls took about twice as long. So the setting is chosen here, before torch loads, from
-# what the machine does at import (book/benchmark.md, "Under load"): the runtime's own spin
-# (GOMP_SPINCOUNT=SPIN) when no other process is busy, PASSIVE when one is, or when that cannot be
-# told. With the spin, a watch (throttle) cuts torch's to libgomp's throttled count while another
-# process keeps a core busy. A policy the user set is kept; a process started by one that chose
-# (MFATTN_WAIT_AUTO names the variable chosen) chooses again. A process that imported torch before
-# mfattn keeps the runtime's default (THREAD_POLICY_APPLIED says which).
+# gradient calls took about twice as long, for the life of the process. So the setting is chosen
+# here, before torch loads (book/benchmark.md, "Under load"): the runtime's own spin
+# (GOMP_SPINCOUNT=SPIN), watched: a thread of the package's cuts torch's spin to libgomp's throttled
+# count while another process keeps a core busy, from the start or later, and gives it back once the
+# machine is calm (throttle). PASSIVE where the load cannot be read, or where another process is busy
+# at import and torch's runtime is not the libgomp the watch can throttle. A policy the user set is
+# kept; a process started by one that chose (MFATTN_WAIT_AUTO names the variable chosen) chooses
+# again. A process that imported torch before mfattn keeps the runtime's default
+# (THREAD_POLICY_APPLIED says which).
 _POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 _AUTO = "MFATTN_WAIT_AUTO"
 #: The spin on an idle machine: turns at a barrier before a waiting thread sleeps, libgomp's own default
@@ -247,18 +250,41 @@ def _start_watch() -> None:
     _threading.Thread(target=_watch, name="mfattn-watch", daemon=True).start()
 
 
-def wait_setting(busy) -> tuple[str, str]:
+def _torch_has_libgomp() -> bool:
+    """Whether the torch that would load ships libgomp (pip's builds: ``torch/lib`` or ``torch.libs``), the
+    runtime whose spin :func:`throttle` cuts; found without importing torch."""
+    try:
+        spec = _importlib_util.find_spec("torch")
+        folder = _os.path.dirname(spec.origin)
+        return any(name.startswith("libgomp") for d in (folder, _os.path.join(folder, "lib"), folder + ".libs")
+                   if _os.path.isdir(d) for name in _os.listdir(d))
+    except (ImportError, AttributeError, TypeError, ValueError, OSError):
+        return False
+
+
+def wait_setting(busy, throttles: bool | None = None) -> tuple[str, str]:
     """The variable and value that tell OpenMP how to wait, for ``busy`` cores used elsewhere
-    (:func:`busy_elsewhere`): PASSIVE from :data:`BUSY_FROM` cores or when unknown (``None``), a spin of
-    :data:`SPIN` turns otherwise (then watched: :func:`throttle`).
+    (:func:`busy_elsewhere`): a spin of :data:`SPIN` turns, watched (:func:`throttle`); PASSIVE when
+    the load is unknown (``None``), or from :data:`BUSY_FROM` cores when torch's runtime cannot be
+    throttled (``throttles`` False; ``None``: whether the torch that would load ships libgomp).
 
     Examples
     --------
     >>> from mfattn import wait_setting
-    >>> wait_setting(0.0), wait_setting(1.0), wait_setting(None)
-    (('GOMP_SPINCOUNT', '300000'), ('OMP_WAIT_POLICY', 'PASSIVE'), ('OMP_WAIT_POLICY', 'PASSIVE'))
+    >>> wait_setting(0.0), wait_setting(1.0, throttles=True), wait_setting(None)
+    (('GOMP_SPINCOUNT', '300000'), ('GOMP_SPINCOUNT', '300000'), ('OMP_WAIT_POLICY', 'PASSIVE'))
+    >>> wait_setting(1.0, throttles=False)
+    ('OMP_WAIT_POLICY', 'PASSIVE')
     """
-    return ("OMP_WAIT_POLICY", "PASSIVE") if busy is None or busy >= BUSY_FROM else ("GOMP_SPINCOUNT", str(SPIN))
+    if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float)) or not busy >= 0):
+        raise ValueError(f"busy: expected cores >= 0 or None, got {busy!r}")
+    if throttles is not None and not isinstance(throttles, bool):
+        raise ValueError(f"throttles: expected True, False or None, got {throttles!r}")
+    if busy is not None and busy >= BUSY_FROM and throttles is None:
+        throttles = _torch_has_libgomp()
+    if busy is None or (busy >= BUSY_FROM and not throttles):
+        return "OMP_WAIT_POLICY", "PASSIVE"
+    return "GOMP_SPINCOUNT", str(SPIN)
 
 
 def shared_machine_env() -> dict:

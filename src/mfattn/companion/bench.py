@@ -600,8 +600,8 @@ def tokens_table(res: dict) -> str:
 
 
 # the workload of --wait, in a fresh process: many small parallel regions, as in a chapter's small steps.
-# It says "ready" once imported and warm, and times on the next line of its input: the busy process
-# beside it starts in between, after the import chose how to wait (a busy process that starts later)
+# It says "ready" once imported and warm, and times on the next line of its input: a busy process
+# beside it may start in between, after the import chose how to wait, or end there
 _WAIT_WORK = """
 import statistics, sys, time
 import mfattn, torch
@@ -627,79 +627,108 @@ out = {name: statistics.median([run(f) for _ in range(REPEATS)]) for name, f in 
 print(out["grad"], out["autograd"], mfattn.THREAD_POLICY or "-", mfattn.throttled())
 """
 
+#: The other process of each --wait case, a child that keeps one core busy: none; started after the
+#: import chose how to wait (``later``); busy from before the import (``start``); busy at import and
+#: ended before the timing (``ended``, timed once the watch has had its calm looks).
+WAIT_CASES = {"none": "none", "later": "busy core started after the import",
+              "start": "busy core from before the import", "ended": "busy at import, ended before the timing"}
 
-def run_wait(repeats: int = 5, spins=()) -> dict:
-    """How long many small parallel operations take under each wait setting of the OpenMP runtime,
-    alone and beside a process that keeps one core busy (a child started for the purpose after the
-    setting was chosen): 300 fused gradient calls of 64 heads and 300 steps of a small autograd
-    network, the median of ``repeats``, each setting in a fresh process (the runtime reads it when it
-    loads). ``"auto"`` is the package's own choice (no variable set): on an idle machine the runtime's
-    spin, throttled while the busy process runs (``mfattn.throttle``). ``spins``: spin counts
-    (GOMP_SPINCOUNT, unwatched) to time beside it."""
+
+def _wait_process(name: str, env: dict, case: str, repeats: int) -> list:
+    """One process of :func:`run_wait`: its gradient and autograd times, its policy and whether it was throttled."""
     import mfattn
+
+    burn = [sys.executable, "-c", "while True: pass"]
+    burner = subprocess.Popen(burn) if case in ("start", "ended") else None
+    try:
+        if burner:
+            time.sleep(0.5)  # past its start-up: busy when the work process imports the package
+        work = subprocess.Popen([sys.executable, "-c", _WAIT_WORK.replace("REPEATS", str(repeats))], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ready = work.stdout.readline().strip() == "ready"  # else it failed: its error follows
+        if ready and case == "later":
+            burner = subprocess.Popen(burn)
+            time.sleep(0.5)
+        elif ready and case == "ended":
+            burner.kill()
+            burner.wait()
+            burner = None
+            time.sleep((mfattn.CALM_LOOKS + 3) * mfattn.LOOK_EVERY)  # the watch's calm looks
+        out, err = work.communicate("go\n" if ready else "")
+    finally:
+        if burner:
+            burner.kill()
+            burner.wait()
+    if work.returncode or not ready:
+        raise RuntimeError(f"--wait: the {name} process failed: {err[-2000:]}")
+    grad, auto, policy, held = out.split()[:4]
+    return [float(grad), float(auto), policy, held == "True"]
+
+
+def run_wait(repeats: int = 5, spins=(), rounds: int = 5, progress: bool = True) -> dict:
+    """How long many small parallel operations take under each wait setting of the OpenMP runtime,
+    alone and beside a process that keeps one core busy (:data:`WAIT_CASES`): 300 fused gradient calls
+    of 64 heads and 300 steps of a small autograd network, the median of ``repeats`` in each process,
+    each setting and case in fresh processes (the runtime reads the setting when it loads), ``rounds``
+    of them in turn; a row holds the median over its processes and each process's figures.
+    ``"auto"`` is the package's own choice (no variable set): the runtime's spin, throttled while
+    another process keeps a core busy (``mfattn.throttle``), whether it started before or after the
+    import. ``spins``: spin counts (GOMP_SPINCOUNT, unwatched) to time beside it."""
+    import mfattn
+
+    from .._progress import progress_bar
 
     settings = {"auto": {}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
                 "default": {"OMP_WAIT_POLICY": ""},  # an empty value: the runtime's default, a long spin, unwatched
                 **{f"spin {n}": {"GOMP_SPINCOUNT": str(n)} for n in spins}}
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MFATTN_WAIT_AUTO")}
-    rows, busy = [], [mfattn.busy_elsewhere(0.5)]  # cores other processes keep busy, before and after
-    for beside in (False, True):
-        for name, env in settings.items():
-            work = subprocess.Popen([sys.executable, "-c", _WAIT_WORK.replace("REPEATS", str(repeats))],
-                                    env=dict(base, **env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
-            burner = None
-            try:
-                ready = work.stdout.readline().strip() == "ready"  # else it failed: its error follows
-                if ready and beside:
-                    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                    time.sleep(0.5)  # past its start-up
-                out, err = work.communicate("go\n" if ready else "")
-            finally:
-                if burner:
-                    burner.kill()
-                    burner.wait()
-            if work.returncode or not ready:
-                raise RuntimeError(f"--wait: the {name} process failed: {err[-2000:]}")
-            grad, auto, policy, held = out.split()[:4]
-            rows.append({"setting": name, "beside_busy": beside, "grad_s": float(grad), "autograd_s": float(auto),
-                         "policy": policy, "throttled": held == "True"})
+    cases = [(name, case) for name in settings for case in (WAIT_CASES if name == "auto" else ("none", "later"))]
+    got, busy = {c: [] for c in cases}, [mfattn.busy_elsewhere(0.5)]  # cores other processes keep busy, before and after
+    for _ in progress_bar(range(rounds), enabled=progress, desc="--wait rounds", leave=False):
+        for name, case in cases:  # in turn: a drift of the machine's speed touches every row alike
+            got[(name, case)].append(_wait_process(name, dict(base, **settings[name]), case, repeats))
     busy.append(mfattn.busy_elsewhere(0.5))
-    return {"kind": "wait", "spin": mfattn.SPIN, "threads": torch.get_num_threads(), "rows": rows, "busy": busy}
+    rows = [{"setting": name, "busy": case, "grad_s": statistics.median(p[0] for p in procs),
+             "autograd_s": statistics.median(p[1] for p in procs), "policy": procs[0][2],
+             "throttled": [p[3] for p in procs], "processes": [p[:2] for p in procs]} for (name, case), procs in got.items()]
+    return {"kind": "wait", "spin": mfattn.SPIN, "threads": torch.get_num_threads(), "rounds": rounds, "rows": rows,
+            "busy": busy}
 
 
 def wait_table(res: dict) -> str:
     """The figures of :func:`run_wait` and the ratios the package's choice is held to."""
-    at = {(r["setting"], r["beside_busy"]): r for r in res["rows"]}
-    chose = {b: at[("auto", b)] for b in (False, True)}
-    label = {"auto": f"the package's choice ({chose[False]['policy']}; beside a busy core, throttled: "
-                     f"{'yes' if chose[True]['throttled'] else 'no'})",
-             "passive": "sleep at once (PASSIVE; chosen beside a process busy at import)",
+    at = {(r["setting"], r["busy"]): r for r in res["rows"]}
+    label = {"auto": f"the package's choice ({at[('auto', 'none')]['policy']}, watched)",
+             "passive": "sleep at once (PASSIVE; the choice beside a busy core where the watch cannot throttle)",
              "default": "the runtime's default spin, unwatched",
              **{k: f"bounded spin (GOMP_SPINCOUNT={k[5:]}), unwatched" for k, _ in at if k.startswith("spin ")}}
     busy = roofline.busy_words(res["busy"])
-    lines = [f"300 small calls each, median of the repeats, {res['threads']} threads. Cores kept busy by other "
-             f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1). "
-             "The busy core starts after the import chose how to wait. The fused gradient calls take one thread "
-             "fewer beside a busy core (mfattn.kernel_threads); the autograd steps are torch's and keep their "
-             "threads.", "",
-             "| setting | alone: grad | alone: autograd | beside a busy core: grad | beside: autograd |",
-             "|---|---:|---:|---:|---:|"]
-    lines += [f"| {label[k]} | " + " | ".join(_fmt_s(at[(k, b)][f]) for b in (False, True) for f in ("grad_s", "autograd_s"))
-              + " |" for k in label]
+    lines = [f"300 small calls each; each figure the median over {res['rounds']} processes run in turn (each "
+             f"process's own: the median of its repeats), {res['threads']} threads. Cores kept busy by other "
+             f"processes before and after the run: {busy} (alone means an idle machine: rerun above 0.1). The fused "
+             "gradient calls take one thread fewer beside a busy core (mfattn.kernel_threads); the autograd steps "
+             "are torch's and keep their threads.", "",
+             "| setting | other process | gradient calls | autograd steps | throttled when timed |",
+             "|---|---|---:|---:|---:|"]
+    lines += [f"| {label[k]} | {WAIT_CASES[c]} | {_fmt_s(r['grad_s'])} | {_fmt_s(r['autograd_s'])} | "
+              f"{sum(r['throttled'])} of {len(r['throttled'])} |" for (k, c), r in at.items()]
     ratio = lambda a, b: " | ".join(f"{at[a][f] / at[b][f]:.2f}" for f in ("grad_s", "autograd_s"))  # noqa: E731
     lines += ["", "| ratio | grad | autograd |", "|---|---:|---:|",
-              f"| idle: the package's choice over the runtime's default (at most 1.10) | "
-              f"{ratio(('auto', False), ('default', False))} |",
-              f"| busy later: the package's choice beside a busy core over alone (at most 2.5) | "
-              f"{ratio(('auto', True), ('auto', False))} |",
-              f"| busy at start: PASSIVE beside a busy core over the package's choice alone (at most 2.5) | "
-              f"{ratio(('passive', True), ('auto', False))} |"]
+              f"| idle: the package's choice over the runtime's default, both alone (at most 1.10) | "
+              f"{ratio(('auto', 'none'), ('default', 'none'))} |",
+              f"| busy later: the package's choice beside a core busy from after the import, over alone (at most 2.5) | "
+              f"{ratio(('auto', 'later'), ('auto', 'none'))} |",
+              f"| busy at start: beside a core busy from before the import, over alone (at most 2.5) | "
+              f"{ratio(('auto', 'start'), ('auto', 'none'))} |",
+              f"| busy at start, then idle: once that core is idle, over the runtime's default alone (at most 1.10) | "
+              f"{ratio(('auto', 'ended'), ('default', 'none'))} |",
+              f"| the same for PASSIVE, which a process busy at import kept for its life before the watch | "
+              f"{ratio(('passive', 'none'), ('default', 'none'))} |"]
     spins = sorted((k for k in label if k.startswith("spin ")), key=lambda k: int(k[5:]))
     if spins:
         lines += ["", "| spin count, unwatched | idle: over the runtime's default, grad | autograd | beside a busy core "
                   "over alone, grad | autograd |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {k[5:]} | {ratio((k, False), ('default', False))} | {ratio((k, True), (k, False))} |"
+        lines += [f"| {k[5:]} | {ratio((k, 'none'), ('default', 'none'))} | {ratio((k, 'later'), (k, 'none'))} |"
                   for k in spins]
     return "\n".join(lines) + "\n"
 
@@ -714,8 +743,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time the attention sums of chapter 06's token systems, fused pass against the torch path, "
                         "at its shapes (float64; a few seconds); with --out writes tokens.json and tokens.md")
     p.add_argument("--wait", action="store_true",
-                   help="time many small calls under each OpenMP wait setting, alone and beside a busy core, each "
-                        "in a fresh process (about a minute); with --out writes wait.json and wait.md")
+                   help="time many small calls under each OpenMP wait setting, alone and beside a busy core (started after "
+                        "the import, or before it, ending or not), each in fresh processes, five rounds in turn "
+                        "(about five minutes); with --out writes wait.json and wait.md")
     p.add_argument("--spins", default="", metavar="N,N",
                    help="with --wait: spin counts (GOMP_SPINCOUNT, unwatched) to time beside the package's choice")
     p.add_argument("--report", default=None, metavar="JSON",
