@@ -199,6 +199,46 @@ def test_run_wait_takes_the_median_over_processes_run_in_turn(monkeypatch):
     assert res["rounds"] == 3 and res["kind"] == "wait"
 
 
+# a stand-in for the --wait workload: says whether a sibling burns a core (a child of the benchmark's
+# process running "while True: pass") when it imports and when it times, then prints the fields
+_WAIT_PROBE = """
+import os, sys
+def burning():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():  # this script's own text names the loop too
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline").read()
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if ppid == os.getppid() and "while True: pass" in cmd:
+            return 1
+    return 0
+at_import = burning()
+print("ready", flush=True)
+sys.stdin.readline()
+print(at_import, burning(), "POLICY", "False")
+"""
+
+
+@pytest.mark.parametrize("case, want", [("none", [0, 0]), ("later", [0, 1]), ("start", [1, 1]), ("ended", [1, 0])])
+def test_each_wait_case_puts_the_busy_core_where_it_says(monkeypatch, case, want):
+    monkeypatch.setattr(bench, "_WAIT_WORK", _WAIT_PROBE)
+    got = bench._wait_process("auto", dict(os.environ), case, 1)
+    assert got == [*want, "POLICY", False]
+    # and no child is left behind
+    assert "while True: pass" not in subprocess.run(["ps", "-o", "args=", "--ppid", str(os.getpid())],
+                                                    capture_output=True, text=True).stdout
+
+
+def test_a_failed_wait_process_says_why(monkeypatch):
+    monkeypatch.setattr(bench, "_WAIT_WORK", "import sys; sys.exit('boom')")
+    for case in ("none", "ended"):
+        with pytest.raises(RuntimeError, match="the auto process failed: boom"):
+            bench._wait_process("auto", dict(os.environ), case, 1)
+
+
 # many temporaries of a few megabytes alive at once, then freed, call after call (the torch path's pattern);
 # prints the page faults per call after three calls of warm-up
 _TEMPORARIES = """

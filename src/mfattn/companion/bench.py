@@ -638,7 +638,7 @@ def _wait_process(name: str, env: dict, case: str, repeats: int) -> list:
     """One process of :func:`run_wait`: its gradient and autograd times, its policy and whether it was throttled."""
     import mfattn
 
-    burn = [sys.executable, "-c", "while True: pass"]
+    burn, work = [sys.executable, "-c", "while True: pass"], None
     burner = subprocess.Popen(burn) if case in ("start", "ended") else None
     try:
         if burner:
@@ -655,10 +655,11 @@ def _wait_process(name: str, env: dict, case: str, repeats: int) -> list:
             burner = None
             time.sleep((mfattn.CALM_LOOKS + 3) * mfattn.LOOK_EVERY)  # the watch's calm looks
         out, err = work.communicate("go\n" if ready else "")
-    finally:
-        if burner:
-            burner.kill()
-            burner.wait()
+    finally:  # on any error or interruption too: no child left behind
+        for child in (burner, work):
+            if child and child.poll() is None:
+                child.kill()
+                child.wait()
     if work.returncode or not ready:
         raise RuntimeError(f"--wait: the {name} process failed: {err[-2000:]}")
     grad, auto, policy, held = out.split()[:4]
