@@ -50,33 +50,27 @@ def _busy_core():
         burner.wait()
 
 
-def test_beside_a_process_busy_at_import_the_spin_is_throttled_until_it_ends():
-    # a process started beside a busy one chooses the spin and the watch: throttled once torch loads,
-    # the spin given back once the busy process has gone (under PASSIVE it would stay asleep, about twice
-    # as slow for small calls, for its whole life). The oracle is the watch's state, seen from the
-    # process, and what libgomp reports it runs with
-    code = ("import sys, time, mfattn, torch\n"
+def test_beside_a_process_busy_at_import_the_spin_is_chosen_and_throttled():
+    # a process started beside a busy one chooses the spin and the watch (under PASSIVE it would stay
+    # asleep, about twice as slow for small calls, for its whole life), and is throttled once torch has
+    # loaded. The oracles are what libgomp reports it runs with and the watch's state, seen from the
+    # process. (That the spin comes back after CALM_LOOKS calm looks is the scripted test below: here the
+    # machine need not become calm, make test runs a second stream beside this one.)
+    code = ("import time, mfattn, torch\n"
             "torch.ones(1 << 18).sum()\n"
-            "def until(want):\n"
-            "    t0 = time.monotonic()\n"
-            "    while mfattn.throttled() != want and time.monotonic() - t0 < 10:\n"
-            "        time.sleep(0.01)\n"
-            "    return round(time.monotonic() - t0, 2)\n"
-            "print(mfattn.THREAD_POLICY, until(True), mfattn.throttled(), flush=True)\n"
-            "input()\n"
-            "print(until(False), mfattn.throttled(), flush=True)\n")
+            "t0 = time.monotonic()\n"
+            "while not mfattn.throttled() and time.monotonic() - t0 < 10:\n"
+            "    time.sleep(0.01)\n"
+            "print(mfattn.THREAD_POLICY, round(time.monotonic() - t0, 2), mfattn.throttled())\n")
     with _busy_core():
         assert mfattn.busy_elsewhere() >= mfattn.BUSY_FROM
-        proc = subprocess.Popen([sys.executable, "-c", code], env=dict(_no_setting(), OMP_DISPLAY_ENV="VERBOSE"),
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        policy, first, held = proc.stdout.readline().split()
-    out, err = proc.communicate("go\n", timeout=60)  # the busy process has ended
-    assert proc.returncode == 0, err
-    assert policy == f"GOMP_SPINCOUNT={mfattn.SPIN}" and re.search(rf"GOMP_SPINCOUNT = '{mfattn.SPIN}'", err), (policy, err)
-    assert held == "True" and float(first) < 1.5, (first, held)
-    back, held = out.split()
-    # CALM_LOOKS calm looks a LOOK_EVERY apart, with a look's worth of slack for the kill's own look
-    assert held == "False" and float(back) < (mfattn.CALM_LOOKS + 5) * mfattn.LOOK_EVERY, out
+        out = subprocess.run([sys.executable, "-c", code], env=dict(_no_setting(), OMP_DISPLAY_ENV="VERBOSE"),
+                             capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    policy, first, held = out.stdout.split()
+    assert policy == f"GOMP_SPINCOUNT={mfattn.SPIN}", out.stdout
+    assert re.search(rf"GOMP_SPINCOUNT = '{mfattn.SPIN}'", out.stderr), out.stderr
+    assert held == "True" and float(first) < 1.5, out.stdout
 
 
 def test_where_the_runtime_cannot_be_throttled_waiting_threads_sleep(monkeypatch):
