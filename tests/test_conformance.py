@@ -93,6 +93,18 @@ def test_grad_phi_is_the_derivative_of_phi(system):
         torch.testing.assert_close(grad, auto, rtol=1e-12, atol=1e-13)
 
 
+def test_evaluate_without_the_risk_changes_nothing_else(system):
+    """risk=False (the integrator's steps between records, grad_phi) gives None for the risk and the very
+    same residual, gradient and Phi, bit for bit; grad_phi is evaluate's gradient."""
+    _, model, data, heads, w, _ = system
+    full = model.evaluate(data.X, data.Y, heads, w, phi=True)
+    bare = model.evaluate(data.X, data.Y, heads, w, phi=True, risk=False)
+    assert full[0] is not None and bare[0] is None
+    for a, b in zip(full[1:], bare[1:]):
+        assert torch.equal(a, b)
+    assert torch.equal(model.grad_phi(data.X, data.Y, heads, w), full[2])
+
+
 def test_evaluate_agrees_with_the_static_tools_path_and_with_itself(system):
     """The risk through features and loss (the path of mfattn.analysis.static) equals evaluate's; grad and Phi at
     the atoms equal grad_at and phi_at at the atoms; the dissipation is sum_i w_i |grad_i|^2 (38)."""

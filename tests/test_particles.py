@@ -46,10 +46,11 @@ class LinearModel(ParticleModel):
             raise ValueError(f"{name}: expected (N, {self.d_omega})")
         return heads
 
-    def evaluate(self, X, Y, heads, weights, *, phi=False):
+    def evaluate(self, X, Y, heads, weights, *, phi=False, risk=True):
         r = X @ (weights @ heads) - Y
         G = r / X.shape[0]
-        return 0.5 * (r * r).mean(), G, self.grad_at(X, G, heads), self.phi_at(X, G, heads) if phi else None
+        return (0.5 * (r * r).mean() if risk else None, G, self.grad_at(X, G, heads),
+                self.phi_at(X, G, heads) if phi else None)
 
     def grad_at(self, X, G, query):
         return (X.T @ G).expand_as(query)

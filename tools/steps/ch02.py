@@ -93,7 +93,8 @@ def _descent_step(p, device, N, eps, batch):
             else:
                 idx = torch.randint(data.n, (batch,), generator=gen).to(X.device)
                 Xs, Ys = X[idx], Y[idx]
-            w = stepper.step(heads, 0.0, eps, prof, lambda s, pts: model.evaluate(Xs, Ys, pts, weights)[2], {})
+            grad = lambda s, pts: model.evaluate(Xs, Ys, pts, weights, risk=False)[2]  # noqa: E731
+            w = stepper.step(heads, 0.0, eps, prof, grad, {})
             float(w[0, 0])
         return step
     return make

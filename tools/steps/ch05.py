@@ -45,7 +45,7 @@ def _rk4(p, device, n):
         stepper, prof = make_stepper("rk4"), as_profile(1.0)
 
         def grad(s, points):
-            r, _, gr, _ = model.evaluate(X, Y, points, weights)
+            r, _, gr, _ = model.evaluate(X, Y, points, weights, risk=s == 0)
             if s == 0:
                 float(r), float(model.weighted_sq_norm(weights, gr))
             return gr

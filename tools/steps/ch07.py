@@ -63,7 +63,8 @@ def _gd(kind, p, device, N):
         stepper, prof = make_stepper("gd"), as_profile(1.0)
 
         def step():
-            w = stepper.step(heads, 0.0, p["eps"], prof, lambda s, pts: model.evaluate(X, Y, pts, weights)[2], {})
+            grad = lambda s, pts: model.evaluate(X, Y, pts, weights, risk=False)[2]  # noqa: E731
+            w = stepper.step(heads, 0.0, p["eps"], prof, grad, {})
             float(w[0, 0])
         return step
     return make

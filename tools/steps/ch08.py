@@ -40,7 +40,7 @@ def _runner(model, data, heads0, stepper, h, *, reuse=True, keep=None, keep_stag
         k, stages = st["k"], []
 
         def grad(s, pts):
-            r, G, g, _ = model.evaluate(X, Y, pts, w)
+            r, G, g, _ = model.evaluate(X, Y, pts, w, risk=s == 0 and reuse)
             if s == 0 and reuse:
                 float(r), float(model.weighted_sq_norm(w, g))
             if keep_stages:

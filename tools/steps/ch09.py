@@ -66,7 +66,7 @@ def inventory(p: dict, device) -> list[dict]:
             stages = []
 
             def grad(s, pts):
-                _, G, g, _ = model.evaluate(X, Y, pts, w)
+                _, G, g, _ = model.evaluate(X, Y, pts, w, risk=False)
                 if keep_stages:
                     stages.append(G)
                 return g

@@ -29,7 +29,7 @@ def flow_step(model, X, Y, heads, weights, h, *, stepper: str = "rk4", zeta: flo
         stages = []
 
         def grad(s, points):
-            r, G, g, _ = model.evaluate(X, Y, points, weights)
+            r, G, g, _ = model.evaluate(X, Y, points, weights, risk=s == 0)
             if s == 0:
                 float(r), float(model.weighted_sq_norm(weights, g))
             stages.append(G)

@@ -113,7 +113,7 @@ class LinearModel(ParticleModel):
     loss = TwoLayerModel.loss
     loss_hessian = TwoLayerModel.loss_hessian
 
-    def evaluate(self, X, Y, heads, weights, *, phi: bool = False):
+    def evaluate(self, X, Y, heads, weights, *, phi: bool = False, risk: bool = True):
         r"""Risk, residual, :math:`\nabla\Phi` and, with ``phi``, :math:`\Phi` at the atoms; no validation.
 
         Parameters
@@ -123,10 +123,12 @@ class LinearModel(ParticleModel):
         heads : Tensor (N, d)
         weights : Tensor (N,)
         phi : bool, default False
+        risk : bool, default True
+            Whether to compute the risk (else None).
 
         Returns
         -------
-        risk : Tensor ()
+        risk : Tensor () or None
         G : Tensor (n,)
             The residual ``(f(x_k; rho) - y_k) / n``.
         grad : Tensor (N, d)
@@ -145,9 +147,9 @@ class LinearModel(ParticleModel):
         """
         m = self.reduce(weights @ heads)
         G = (X @ m - Y[:, 0]) / X.shape[0]
-        risk = 0.5 * X.shape[0] * (G * G).sum()
+        r = 0.5 * X.shape[0] * (G * G).sum() if risk else None
         v = X.T @ G  # grad Phi, the same at every particle
-        return risk, G, v.expand(heads.shape[0], -1).clone(), (heads @ v if phi else None)
+        return r, G, v.expand(heads.shape[0], -1).clone(), (heads @ v if phi else None)
 
     def grad_at(self, X, G, query) -> torch.Tensor:
         r""":math:`\nabla_\omega\Phi(q;\rho)=X^\top G` at every query for a frozen residual; no validation.

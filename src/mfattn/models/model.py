@@ -768,7 +768,7 @@ class HeadModel(ParticleModel):
         True
         """
         if query is None:  # at the measure's own atoms: one head pass when everything fits in one chunk
-            return self.evaluate(X, Y, heads, weights)[2]
+            return self.evaluate(X, Y, heads, weights, risk=False)[2]
         G = self.pullback(X, Y, heads, weights) / (X.shape[0] * X.shape[1])
         return self.grad_at(X, G, query)
 
@@ -817,7 +817,7 @@ class HeadModel(ParticleModel):
         risk, _, g, _ = self.evaluate(X, Y, heads, weights)
         return risk, self.weighted_sq_norm(weights, g)
 
-    def evaluate(self, X, Y, heads, weights, *, phi: bool = False):
+    def evaluate(self, X, Y, heads, weights, *, phi: bool = False, risk: bool = True):
         r"""Risk (10), the scaled pulled-back residual ``G = (softmax z^rho - Y) W_out^T / (n L)``,
         ``grad Phi(omega_i; rho)`` (13) at the measure's own atoms and, with ``phi``, ``Phi(omega_i; rho)``
         (11); no validation. Returns ``(risk, G, grad, phi or None)``.
@@ -840,11 +840,14 @@ class HeadModel(ParticleModel):
             :meth:`~mfattn.models.particles.ParticleModel.check_measure`).
         phi : bool, optional
             Whether to return :math:`\Phi(\omega_i;\rho)` too. Default: False.
+        risk : bool, optional
+            Whether to compute the risk; False skips it where only the gradient is wanted (a
+            single-sequence step: 6-14 % of the call). Default: True.
 
         Returns
         -------
-        risk : Tensor ()
-            The risk (10).
+        risk : Tensor () or None
+            The risk (10), None with ``risk=False``.
         G : Tensor (n, L, d_x)
             The residual :meth:`pullback` divided by ``n L``.
         grad : Tensor (N, d_omega)
@@ -872,18 +875,18 @@ class HeadModel(ParticleModel):
             z = self.reduce(self._kernels.head_sum(X, heads, weights, self.d_k)) @ self.W_out
             G = self._residual(z, Y) / (B * L)
             grad, p = self._kernels.head_pass(X, G, heads, self.d_k)
-            return cross_entropy(Y, z).mean(), G, grad, p if phi else None
+            return cross_entropy(Y, z).mean() if risk else None, G, grad, p if phi else None
         sb, hb = self.chunks(B, heads.shape[0], L)
         if sb < B or hb < heads.shape[0]:
             z = self._logits(X, heads, weights)
             G = self._residual(z, Y) / (B * L)
-            return (cross_entropy(Y, z).mean(), G, self.grad_at(X, G, heads),
+            return (cross_entropy(Y, z).mean() if risk else None, G, self.grad_at(X, G, heads),
                     self.phi_at(X, G, heads) if phi else None)
         out, cache = self.forward(X, heads)
         z = self.reduce(torch.einsum("c,cblx->blx", weights, out)) @ self.W_out
         G = self._residual(z, Y) / (B * L)
         p = torch.einsum("cblx,blx->c", out, G) if phi else None
-        return cross_entropy(Y, z).mean(), G, self._backward(X, G, cache, False), p
+        return cross_entropy(Y, z).mean() if risk else None, G, self._backward(X, G, cache, False), p
 
     def risk_grad_phi(self, X, Y, heads, weights):
         r"""Risk (10), ``grad Phi(omega_i; rho)`` (13) and ``Phi(omega_i; rho)`` (11) at the measure's own

@@ -196,7 +196,7 @@ class ParticleModel:
         """
         raise NotImplementedError
 
-    def evaluate(self, X, Y, heads, weights, *, phi: bool = False):  # pragma: no cover
+    def evaluate(self, X, Y, heads, weights, *, phi: bool = False, risk: bool = True):  # pragma: no cover
         r"""``(risk, G, grad Phi at the particles, Phi at the particles or None)``: see the module.
 
         The hot path: no validation of the arguments.
@@ -214,11 +214,14 @@ class ParticleModel:
             Weights :math:`w_i` of the measure :math:`\rho`, on the simplex.
         phi : bool, default False
             Also return :math:`\Phi(\omega_i;\rho)` (11).
+        risk : bool, default True
+            Compute the risk; with False it is None, so that a call for the gradient alone (the
+            integrator's steps between records, :meth:`grad_phi`) does not pay for it.
 
         Returns
         -------
-        risk : Tensor ()
-            The risk (10) of :math:`\rho` on ``X, Y``.
+        risk : Tensor () or None
+            The risk (10) of :math:`\rho` on ``X, Y``; None with ``risk=False``.
         G : Tensor
             The residual: the loss's gradient in the prediction divided by the number of terms of the
             average, the input of :meth:`grad_at` and :meth:`phi_at` (for
@@ -337,7 +340,7 @@ class ParticleModel:
         >>> torch.allclose(grad, model.evaluate(data.X, data.Y, heads, w)[2])
         True
         """
-        return self.evaluate(X, Y, heads, weights)[2]
+        return self.evaluate(X, Y, heads, weights, risk=False)[2]
 
     # ------------------------------------------------ for the static tools: prediction as an average
     def features(self, X, heads) -> torch.Tensor:  # pragma: no cover - every model defines it

@@ -349,7 +349,7 @@ class TwoLayerModel(ParticleModel):
             out[h] = query[h, 0] * (G @ self.act.f(self._pre(X, query[h])))
         return out
 
-    def evaluate(self, X, Y, heads, weights, *, phi: bool = False):
+    def evaluate(self, X, Y, heads, weights, *, phi: bool = False, risk: bool = True):
         r"""Risk, ``G = (f - y) / n``, ``grad Phi`` at the atoms and, with ``phi``, ``Phi`` there; no validation.
 
         Parameters
@@ -364,11 +364,13 @@ class TwoLayerModel(ParticleModel):
             Their weights, on the simplex.
         phi : bool
             Whether to evaluate ``Phi`` at the atoms too.
+        risk : bool
+            Whether to compute the risk (else None: a call for the gradient alone).
 
         Returns
         -------
-        risk : Tensor ()
-            The risk ``R(rho)`` on ``X, Y``.
+        risk : Tensor () or None
+            The risk ``R(rho)`` on ``X, Y``; None with ``risk=False``.
         G : Tensor (n,)
             The residual ``(f(x_k; rho) - y_k) / n``.
         grad : Tensor (N, d_omega)
@@ -390,7 +392,8 @@ class TwoLayerModel(ParticleModel):
         """
         r = self._output(X, heads, weights) - Y
         G = r[:, 0] / X.shape[0]
-        return 0.5 * r.pow(2).mean(), G, self.grad_at(X, G, heads), self.phi_at(X, G, heads) if phi else None
+        return (0.5 * r.pow(2).mean() if risk else None, G, self.grad_at(X, G, heads),
+                self.phi_at(X, G, heads) if phi else None)
 
     def grad_phi(self, X, Y, heads, weights) -> torch.Tensor:
         r""":math:`\nabla_\omega\Phi(\omega_i;\rho)` at the neurons on the samples ``X, Y``: the drift of SGD (19).
@@ -425,7 +428,7 @@ class TwoLayerModel(ParticleModel):
         >>> bool(torch.allclose(g, model.grad_first_variation(data, heads, heads)))
         True
         """
-        return self.evaluate(X, Y, heads, weights)[2]
+        return self.evaluate(X, Y, heads, weights, risk=False)[2]
 
     def risk_and_dissipation(self, X, Y, heads, weights, *, dissipation: bool = True):
         r"""The risk and, with ``dissipation``, the dissipation :math:`\int|\nabla\Phi|^2d\rho`; no validation.
