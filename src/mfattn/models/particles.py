@@ -19,8 +19,8 @@ validation (public entry points call these first; each raises ``ValueError`` nam
     ``(N, d_omega)`` tensor of the model's dtype and device.
 
 the hot path (no validation; ``X, Y`` are the dataset's tensors or a minibatch of them)
-    ``evaluate(X, Y, heads, weights, *, phi=False) -> (risk, G, grad, phi)``: the risk (10) (a 0-dim
-    tensor), the *residual* ``G`` (the loss's gradient in the prediction, divided by the number of
+    ``evaluate(X, Y, heads, weights, *, phi=False, risk=True) -> (risk, G, grad, phi)``: the risk (10) (a
+    0-dim tensor; None with ``risk=False``, for a call that wants the gradient alone), the *residual* ``G`` (the loss's gradient in the prediction, divided by the number of
     terms of the dataset average: everything :math:`\nabla\Phi(\cdot;\rho)` needs of :math:`\rho`),
     ``grad (N, d_omega)`` :math:`=\nabla_\omega\Phi(\omega_i;\rho)` at the particles (13), and with ``phi``
     the values ``Phi (N,)`` there (11), else ``None``.
