@@ -1161,9 +1161,9 @@ def integrate(
         stages = []
 
         def grad(s, points):
-            keep = s == 0 and reuse and k % per_record == 0  # the risk only where it is recorded
-            r, G, g, _ = model.evaluate(Xs, Ys, points, weights, risk=keep)
-            if keep:
+            recording = s == 0 and reuse and k % per_record == 0  # the risk only where it is recorded
+            r, G, g, _ = model.evaluate(Xs, Ys, points, weights, risk=recording)
+            if recording:
                 rec["risk"].append(float(r))
                 rec["diss"].append(float(model.weighted_sq_norm(weights, g)))
             if keep_stages:
