@@ -160,6 +160,32 @@ def test_same_bits_with_the_block_width_compiled_in_and_at_every_width(dtype, mo
         assert _head_results(X, G, heads, w, Mq, d_k) == compiled
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_same_bits_with_the_shape_compiled_in(dtype, monkeypatch):
+    """At the shapes of fused.SHAPES the kernels of the compiled widths are compiled with L, d_x and d_k
+    constants too, their scratch on the stack; each head's arithmetic is the same statement by
+    statement, so every output (head sum, gradient and Phi, per sequence and Phi alone, energy) has
+    the bits and layout of the kernels that read the shape at run time. The last block is padded."""
+    g = torch.Generator().manual_seed(6)
+    (L, d_x, d_k), B, M = fused.SHAPES[0], 5, 2 * 128 + 64 + 7
+    X, G = (torch.randn(B, L, d_x, generator=g, dtype=torch.float64).to(dtype) for _ in range(2))
+    heads = (0.7 * torch.randn(M, 4 * d_x * d_k, generator=g, dtype=torch.float64)).to(dtype)
+    w = torch.rand(M, generator=g, dtype=torch.float64).to(dtype)
+    Mq = torch.randn(d_x, d_x, generator=g, dtype=torch.float64).to(dtype)
+    Mq = Mq + Mq.T
+    shaped = _head_results(X, G, heads, w, Mq, d_k)
+    H = fused.block_width(dtype, M)
+    assert (H, L, d_x, d_k) in fused._SHAPED  # the shaped kernels ran
+    monkeypatch.setattr(fused, "SHAPES", ())
+    assert _head_results(X, G, heads, w, Mq, d_k) == shaped
+    with monkeypatch.context() as m:  # and the same as the kernels of the width read at run time
+        m.setattr(fused, "_KERNELS", {0: fused._KERNELS[0]})
+        assert _head_results(X, G, heads, w, Mq, d_k) == shaped
+    monkeypatch.setattr(fused, "SHAPES", ((L, d_x, d_k),))  # the shaped kernels only where their scratch fits
+    monkeypatch.setattr(fused, "STACK_BYTES", 1000)
+    assert fused._kernels(H, X, d_k) is fused._KERNELS[H]
+
+
 @pytest.mark.parametrize("M", [5, 32, 40, 64, 70, 100, 327, 600])
 def test_float64_passes_keep_the_layout_and_bits_of_blocks_of_32(M, monkeypatch):
     """float64 passes run in blocks of 64 or 128 heads where that leaves every result as blocks of 32

@@ -47,7 +47,7 @@ import torch
 from .. import kernel_threads
 from .._checks import untraced
 
-__all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "ROW_BYTES", "COMPILED_WIDTHS", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
+__all__ = ["BLOCK", "BLOCK_FLOAT32", "WIDE_FROM", "ROW_BYTES", "COMPILED_WIDTHS", "SHAPES", "STACK_BYTES", "block_width", "available", "plain", "head_sum", "head_pass", "head_energy", "token_sums", "token_velocity",
            "compile_seconds"]
 
 #: The number of float64 heads per block of the weighted head sum (:func:`head_sum`), whose order of
@@ -71,14 +71,25 @@ ROW_BYTES = 512
 #: The block widths whose head kernels are compiled with the width a constant (``_head_kernels``);
 #: a block of another width takes the kernels that read it at run time.
 COMPILED_WIDTHS = (BLOCK_FLOAT32, 2 * BLOCK_FLOAT32)
+#: The shapes (L, d_x, d_k) whose head kernels, at the widths of :data:`COMPILED_WIDTHS`, are compiled
+#: with the shape a constant too: those of the package's tasks (:mod:`mfattn.models.tasks`: teacher and
+#: markov, text). Their scratch rows then lie on the stack and every loop has a fixed length, which
+#: lets the compiler keep rows in registers: at 1024 heads and 16 sequences, 1.3-1.6x less time for
+#: the float32 gradient pass at (8, 4, 2), 1.2-1.45x in float64, the same bits (``tests/test_fused.py``).
+#: Each such kernel compiles on its first call (about 6 s, then loaded from numba's cache).
+SHAPES = ((8, 4, 2), (16, 8, 2))
+#: The most scratch a task of the kernels of :data:`SHAPES` keeps on its thread's stack, in bytes (the
+#: shapes above need at most 110 KB; a thread's stack holds 2 MB or more unless OMP_STACKSIZE says less).
+STACK_BYTES = 1 << 18
 #: Parallel tasks aimed at per call, whatever the thread count (a fixed split keeps results
 #: independent of it): enough to keep 16 cores busy when blocks are few.
 _TASKS = 64
 
 try:  # numba is a pinned dependency, but the engine must still run where it cannot be imported
     import numba
-    from numba import njit, prange
-    from numba.extending import overload
+    from numba import njit, prange, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic, overload
 
     # OpenMP first: measured on 2 cores beside torch (whose own OpenMP threads spin for a while
     # after each operation), numba's workqueue pool waited on those spinning threads, about 250 us
@@ -110,10 +121,9 @@ def available() -> bool:
 
 if numba is not None:
     @njit(inline="always", cache=True, error_model="numpy")
-    def _project(X, Wb, blk, b, d_k, Q, K, V):  # pragma: no cover - compiled
+    def _project(X, Wb, blk, b, d_x, Q, K, V):  # pragma: no cover - compiled
         # Q, K, V (L, d_k, H) = X[b] (L, d_x) @ W_Q, W_K, W_V (d_x, d_k) of every head of the block
-        L, d_x = X.shape[1], X.shape[2]
-        H = Q.shape[2]
+        L, d_k, H = Q.shape
         m = d_x * d_k
         for l in range(L):
             for k in range(d_k):
@@ -174,10 +184,27 @@ if numba is not None:
         p = _exp_poly(r, C)
         return (p if keep else zero), kf
 
+    @intrinsic(prefer_literal=True)
+    def _stack(typingctx, n, dtype):  # pragma: no cover - compiled
+        # a pointer to n numbers of dtype in the calling function's stack frame (n a constant of the code)
+        def codegen(context, builder, sig, args):
+            return cgutils.alloca_once(builder, context.get_data_type(dtype.dtype), size=max(n.literal_value, 1))
+        return types.CPointer(dtype.dtype)(n, dtype), codegen
+
     @njit(inline="always", cache=True, error_model="numpy")
-    def _exp_bits(H, P):  # pragma: no cover - compiled
-        # the integer scratch pw of _softmax_row and _token_block: the exponent's bias and position, then H lanes
-        pw = np.empty(H + 2, P.dtype)
+    def _scratch(n, shape, dtype):  # pragma: no cover - compiled
+        # an uninitialised array of `shape`: on the stack where n, its size, is a constant of the code,
+        # so that the compiler may keep its rows in registers; on the heap where n is 0 (shapes read at
+        # run time)
+        if n:
+            return numba.carray(_stack(n, dtype), shape)
+        return np.empty(shape, dtype)
+
+    @njit(inline="always", cache=True, error_model="numpy")
+    def _exp_bits(H, P, n):  # pragma: no cover - compiled
+        # the integer scratch pw of _softmax_row and _token_block: the exponent's bias and position, then H
+        # lanes (n: its size where a constant of the code, see _scratch)
+        pw = _scratch(n, (H + 2,), P.dtype)
         pw[0], pw[1] = P[0], P[1]
         return pw
 
@@ -242,19 +269,21 @@ if numba is not None:
                     o[x, h] += av[k, h] * Wb[blk, 3 * m + k * d_x + x, h]
 
     @njit(inline="always", cache=True, error_model="numpy")
-    def _head_task(X, H, d_k, t, splits, P):  # pragma: no cover - compiled
+    def _head_task(X, H, L, d_k, t, splits, P, n):  # pragma: no cover - compiled
         # task t of a head kernel: its block (or group of blocks) of heads, its slice sl of the sequences,
         # the slice's sequences b0 .. b1 - 1, and its scratch for _project and _row_output
-        # (Q, K, V, s, mx, den, av, pw), of H lanes
-        B, L, dt = X.shape[0], X.shape[1], X.dtype
+        # (Q, K, V, s, mx, den, av, pw), of H lanes; n: the sizes (L d_k H, L H, H, d_k H, H + 2) where
+        # they are constants of the code, else zeros (see _scratch)
+        B, dt = X.shape[0], X.dtype
         per = (B + splits - 1) // splits
         sl = t % splits
         b0 = sl * per
         return (t // splits, sl, b0, min(B, b0 + per),
-                np.empty((L, d_k, H), dt), np.empty((L, d_k, H), dt), np.empty((L, d_k, H), dt),
-                np.empty((L, H), dt), np.empty(H, dt), np.empty(H, dt), np.empty((d_k, H), dt), _exp_bits(H, P))
+                _scratch(n[0], (L, d_k, H), dt), _scratch(n[0], (L, d_k, H), dt), _scratch(n[0], (L, d_k, H), dt),
+                _scratch(n[1], (L, H), dt), _scratch(n[2], (H,), dt), _scratch(n[2], (H,), dt),
+                _scratch(n[3], (d_k, H), dt), _exp_bits(H, P, n[4]))
 
-    def _head_kernels(width):
+    def _head_kernels(width, shape=(0, 0, 0)):
         # the three head kernels (weighted head sum, gradient and Phi, feature energy) for blocks of
         # `width` heads, a constant of the compiled code (0: the blocks' own width, read at run time).
         # With the width constant, the compiler turns each loop over a block's heads into a fixed
@@ -265,6 +294,13 @@ if numba is not None:
         # constant width was slower (the loop ran at the scalar rate), so only the widths 64 and 128
         # are compiled so. Each head's arithmetic is the
         # same statement by statement, so all give the same bits (tests/test_fused.py).
+        # With `shape` (L, d_x, d_k) constants too (SHAPES, _kernels), every scratch row lies on the
+        # stack (_scratch) and every loop has a fixed length.
+        LC, DXC, DKC = shape
+        on = 1 if LC else 0
+        # the scratch sizes where they are constants (see _head_task), and that of o (d_x, H)
+        n = (on * LC * DKC * width, on * LC * width, on * width, on * DKC * width, on * (width + 2))
+        n_o = on * DXC * width
         @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
         def sum_kernel(X, Wb, w, scale, d_k, run, n_runs, groups, splits, partial, C, P):  # pragma: no cover - compiled
             # partial[g, b, l, x] = sum over the runs i = g, g + groups, ... < n_runs, in order, of the sum
@@ -272,15 +308,15 @@ if numba is not None:
             # i run .. (i + 1) run - 1. A block holds H / run runs; with more than one, a task takes every
             # block of its slice of the sequences in order, so that each partial sum meets its runs in order
             nb, H = Wb.shape[0], width if width else Wb.shape[2]
-            B, L, d_x = X.shape
+            L, d_x, d_k = (LC, DXC, DKC) if LC else (X.shape[1], X.shape[2], d_k)
             per = H // run
             tgroups = groups if per == 1 else 1
             for t in prange(tgroups * splits):
-                g, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, d_k, t, splits, P)
-                o = np.empty((d_x, H), X.dtype)
+                g, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, L, d_k, t, splits, P, n)
+                o = _scratch(n_o, (d_x, H), X.dtype)
                 for blk in range(g, nb, tgroups):
                     for b in range(b0, b1):
-                        _project(X, Wb, blk, b, d_k, Q, K, V)
+                        _project(X, Wb, blk, b, d_x, Q, K, V)
                         for l in range(L):
                             _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
                             for r in range(per):
@@ -320,20 +356,20 @@ if numba is not None:
             # out[blk, s] = gradient in omega of sum_{b in slice s, l, x} G[b,l,x] out_omega(X)[b,l,x],
             # phi[blk, s] = that sum itself (eq. (11) restricted to the slice), for the heads of block blk
             nb, H = Wb.shape[0], width if width else Wb.shape[2]
-            B, L, d_x = X.shape
+            L, d_x, d_k = (LC, DXC, DKC) if LC else (X.shape[1], X.shape[2], d_k)
             m = d_x * d_k
             for t in prange(nb * splits):
-                blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, d_k, t, splits, P)
-                dK = np.empty((L, d_k, H), X.dtype)
-                dV = np.empty((L, d_k, H), X.dtype)
-                dA = np.empty((L, H), X.dtype)
-                dav = np.empty((d_k, H), X.dtype)
-                dq = np.empty((d_k, H), X.dtype)
-                r = np.empty(H, X.dtype)
+                blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, L, d_k, t, splits, P, n)
+                dK = _scratch(n[0], (L, d_k, H), X.dtype)
+                dV = _scratch(n[0], (L, d_k, H), X.dtype)
+                dA = _scratch(n[1], (L, H), X.dtype)
+                dav = _scratch(n[3], (d_k, H), X.dtype)
+                dq = _scratch(n[3], (d_k, H), X.dtype)
+                r = _scratch(n[2], (H,), X.dtype)
                 gw = out[blk, sl]
                 ph = phi[blk, sl]
                 for b in range(b0, b1):
-                    _project(X, Wb, blk, b, d_k, Q, K, V)
+                    _project(X, Wb, blk, b, d_x, Q, K, V)
                     for j in range(L):
                         for k in range(d_k):
                             for h in range(H):
@@ -406,14 +442,14 @@ if numba is not None:
             # out[blk, s, h] = sum over the sequences b of slice s and positions l of o^T Mq o, with
             # o = (A_h X W_V,h W_O,h)[b, l] (d_x,) the head's own output: its feature energy before the mean
             nb, H = Wb.shape[0], width if width else Wb.shape[2]
-            B, L, d_x = X.shape
+            L, d_x, d_k = (LC, DXC, DKC) if LC else (X.shape[1], X.shape[2], d_k)
             for t in prange(nb * splits):
-                blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, d_k, t, splits, P)
-                o = np.empty((d_x, H), X.dtype)
-                q = np.empty(H, X.dtype)
+                blk, sl, b0, b1, Q, K, V, s, mx, den, av, pw = _head_task(X, H, L, d_k, t, splits, P, n)
+                o = _scratch(n_o, (d_x, H), X.dtype)
+                q = _scratch(n[2], (H,), X.dtype)
                 e = out[blk, sl]
                 for b in range(b0, b1):
-                    _project(X, Wb, blk, b, d_k, Q, K, V)
+                    _project(X, Wb, blk, b, d_x, Q, K, V)
                     for l in range(L):
                         _row_output(Q, K, V, Wb, blk, l, scale, s, mx, den, av, o, C, pw)
                         for x in range(d_x):
@@ -429,10 +465,11 @@ if numba is not None:
         return sum_kernel, grad_kernel, energy_kernel
 
     # the kernels for blocks of any width (the last block of fewer heads than a full one), and those
-    # of the full widths of block_width, compiled on first use
+    # of the full widths of block_width, compiled on first use; those of SHAPES join them (_kernels)
     _sum_kernel, _grad_kernel, _energy_kernel = _head_kernels(0)
     _KERNELS = {0: (_sum_kernel, _grad_kernel, _energy_kernel)}
     _KERNELS.update((w, _head_kernels(w)) for w in COMPILED_WIDTHS)
+    _SHAPED = {}
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _token_block(XT, b, i0, w, bt, g, acc, C, pw):  # pragma: no cover - compiled
@@ -476,7 +513,7 @@ if numba is not None:
         i0 = (t % nc) * H
         w = min(H, n - i0)
         acc = np.empty((d + 1, H), XT.dtype)
-        _token_block(XT, b, i0, w, beta[b], np.empty(H, XT.dtype), acc, C, _exp_bits(H, P))
+        _token_block(XT, b, i0, w, beta[b], np.empty(H, XT.dtype), acc, C, _exp_bits(H, P, 0))
         return b, i0, w, acc
 
     @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
@@ -539,6 +576,20 @@ if numba is not None:
             for k in range(d):
                 for h in range(w):
                     V[b, k, i0 + h] = sign[b] * (acc[k, h] - dot[h] * XT[b, k, i0 + h])
+
+
+def _kernels(H: int, X: torch.Tensor, d_k: int):
+    """The head kernels (sum, gradient, energy) for blocks of H heads over sequences X: those of X's
+    shape where it is one of :data:`SHAPES`, H a compiled width and the scratch of a task on the stack
+    at most :data:`STACK_BYTES` (made on first use), else those of the width alone."""
+    L, d_x = X.shape[1], X.shape[2]
+    key = (H, L, d_x, d_k)
+    stack = 8 * H * (L * (5 * d_k + 2) + d_x + 3 * d_k + 6)  # bytes: Q, K, V, dK, dV, s, dA, o, av, ... (float64)
+    if H in COMPILED_WIDTHS and key[1:] in SHAPES and stack <= STACK_BYTES:
+        if key not in _SHAPED:
+            _SHAPED[key] = _head_kernels(H, key[1:])
+        return _SHAPED[key]
+    return _KERNELS.get(H, _KERNELS[0])
 
 
 def plain(*tensors) -> bool:
@@ -727,7 +778,7 @@ def head_sum(X: torch.Tensor, heads: torch.Tensor, weights: torch.Tensor, d_k: i
     Wb, nb, H = _blocks(heads, wide)
     wb = _np(torch.nn.functional.pad(weights, (0, nb * H - M)).reshape(nb, H))
     partial = np.zeros((groups, B, X.shape[1], X.shape[2]), dtype=Wb.dtype)
-    _KERNELS.get(H, _KERNELS[0])[0](_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, run, n_runs, groups,
+    _kernels(H, X, d_k)[0](_np(X), Wb, wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, run, n_runs, groups,
                                     splits, partial, *exp_constants(Wb.dtype.type))
     return torch.from_numpy(partial.sum(0) if groups > 1 else partial[0])
 
@@ -785,7 +836,7 @@ def head_pass(X: torch.Tensor, G: torch.Tensor, heads: torch.Tensor, d_k: int, *
     splits = B if per_sample else _splits(heads, B)
     out = np.zeros((nb, splits, D if grad else 0, H), dtype=Wb.dtype)
     phi = np.zeros((nb, splits, H), dtype=Wb.dtype)
-    _KERNELS.get(H, _KERNELS[0])[1](_np(X), _np(G), Wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, grad, out, phi,
+    _kernels(H, X, d_k)[1](_np(X), _np(G), Wb, Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, grad, out, phi,
                  *exp_constants(Wb.dtype.type))
     if per_sample:  # (nb, B, D, H) -> (B, M, D)
         g = torch.from_numpy(out).permute(1, 0, 3, 2).reshape(B, nb * H, D)[:, :M] if grad else None
@@ -834,7 +885,7 @@ def head_energy(X: torch.Tensor, heads: torch.Tensor, M: torch.Tensor, d_k: int)
     N = heads.shape[0]
     splits = _splits(heads, X.shape[0])
     out = np.zeros((nb, splits, H), dtype=Wb.dtype)
-    _KERNELS.get(H, _KERNELS[0])[2](_np(X), Wb, _np(M.to(heads.dtype)), Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, out,
+    _kernels(H, X, d_k)[2](_np(X), Wb, _np(M.to(heads.dtype)), Wb.dtype.type(1.0 / math.sqrt(d_k)), d_k, splits, out,
                    *exp_constants(Wb.dtype.type))
     return torch.from_numpy(out.sum(1) if splits > 1 else out[:, 0]).reshape(nb * H)[:N]
 
