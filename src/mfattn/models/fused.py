@@ -10,7 +10,9 @@ block of heads' tiles in registers and L1 for the whole forward and backward pas
 * heads are processed in blocks (:func:`block_width`: 64 heads, or 128 float32 ones; 32 for the
   float64 head sum) laid out innermost (``(block, d_omega, heads)``), so that every arithmetic loop
   runs over contiguous heads and the compiler vectorises it; the kernels of the full widths are compiled with
-  the width a constant, so that each loop over the heads is a fixed number of vector operations; no
+  the width a constant, so that each loop over the heads is a fixed number of vector operations, and
+  at the package's task shapes (:data:`SHAPES`) with ``L``, ``d_x``, ``d_k`` constants too and their
+  scratch rows on the stack, so that the compiler may keep rows in registers; no
   loop reduces along the vector axis (but the weighted head sum of the logits, in a fixed order),
   so a head's result does not depend on the vector width, the block size or the number of threads;
 * the causal softmax is taken one row at a time: row ``l`` of ``A`` is built, used for row ``l``
@@ -32,7 +34,8 @@ drift and the tangent projection, with the same exponential and the same fixed o
 
 The kernels are compiled on first use for each dtype (float32, float64) and cached on disk
 (numba's ``cache=True``: beside this file, or under ``NUMBA_CACHE_DIR``), so a later process
-loads them instead of compiling; :func:`compile_seconds` reports both.
+loads them instead of compiling; :func:`compile_seconds` reports both, for every kernel but those
+of :data:`SHAPES`, which compile at the first call at their shape (about 6 s each).
 """
 
 from __future__ import annotations
@@ -188,17 +191,25 @@ if numba is not None:
     def _stack(typingctx, n, dtype):  # pragma: no cover - compiled
         # a pointer to n numbers of dtype in the calling function's stack frame (n a constant of the code)
         def codegen(context, builder, sig, args):
-            return cgutils.alloca_once(builder, context.get_data_type(dtype.dtype), size=max(n.literal_value, 1))
+            ptr = cgutils.alloca_once(builder, context.get_data_type(dtype.dtype), size=max(n.literal_value, 1))
+            ptr.align = 64  # a cache line: no vector load of a row straddles two
+            return ptr
         return types.CPointer(dtype.dtype)(n, dtype), codegen
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _scratch(n, shape, dtype):  # pragma: no cover - compiled
-        # an uninitialised array of `shape`: on the stack where n, its size, is a constant of the code,
-        # so that the compiler may keep its rows in registers; on the heap where n is 0 (shapes read at
-        # run time)
+        # an uninitialised array of `shape`, starting on a cache line (64 bytes: no vector load of a row
+        # straddles two where rows are whole lines): on the stack where n, its size, is a constant of
+        # the code, so that the compiler may keep its rows in registers; on the heap where n is 0
+        # (shapes read at run time)
         if n:
             return numba.carray(_stack(n, dtype), shape)
-        return np.empty(shape, dtype)
+        size = 1
+        for d in shape:
+            size *= d
+        buf = np.empty(size + 64, dtype)
+        at = (-buf.ctypes.data) % 64 // buf.itemsize
+        return buf[at:at + size].reshape(shape)
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _exp_bits(H, P, n):  # pragma: no cover - compiled
@@ -512,8 +523,8 @@ if numba is not None:
         b = t // nc
         i0 = (t % nc) * H
         w = min(H, n - i0)
-        acc = np.empty((d + 1, H), XT.dtype)
-        _token_block(XT, b, i0, w, beta[b], np.empty(H, XT.dtype), acc, C, _exp_bits(H, P, 0))
+        acc = _scratch(0, (d + 1, H), XT.dtype)
+        _token_block(XT, b, i0, w, beta[b], _scratch(0, (H,), XT.dtype), acc, C, _exp_bits(H, P, 0))
         return b, i0, w, acc
 
     @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
@@ -542,8 +553,8 @@ if numba is not None:
         r2 = one / np.sqrt(one + one)  # 1 / sqrt(2) in the dtype
         for t in prange(B * nc):
             b, i0, w, acc = _token_task(XT, beta, t, nc, H, C, P)
-            u = np.empty(H, XT.dtype)
-            dot = np.empty(H, XT.dtype)
+            u = _scratch(0, (H,), XT.dtype)
+            dot = _scratch(0, (H,), XT.dtype)
             for h in range(w):
                 Z[b, i0 + h] = acc[d, h]
                 den = acc[d, h] if fixed[b] == 0 else fixed[b]
@@ -990,7 +1001,8 @@ def compile_seconds() -> dict:
     """Time to make the kernels ready for both dtypes in this process (load from numba's disk cache,
     or compile on the very first use), by calling them on tiny problems: the head kernels that read
     their width at run time and those of each width compiled in (:data:`COMPILED_WIDTHS`), and the
-    token kernels.
+    token kernels. Not those of :data:`SHAPES`: a process compiles (or loads) them at its first call at
+    such a shape.
 
     Returns
     -------
