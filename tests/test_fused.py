@@ -8,6 +8,7 @@ same errors on bad input; traced calls fall back to torch."""
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -184,6 +185,24 @@ def test_same_bits_with_the_shape_compiled_in(dtype, monkeypatch):
     monkeypatch.setattr(fused, "SHAPES", ((L, d_x, d_k),))  # the shaped kernels only where their scratch fits
     monkeypatch.setattr(fused, "STACK_BYTES", 1000)
     assert fused._kernels(H, X, d_k) is fused._KERNELS[H]
+
+
+def test_scratch_rows_start_on_cache_lines():
+    """The kernels' scratch arrays, on the heap (shapes read at run time) or on the stack (a size that
+    is a constant of the code), start on a 64-byte line and have the shape asked for."""
+    scratch = fused._scratch
+
+    @fused.numba.njit
+    def addresses(a, b):
+        arrays = (scratch(0, (a, b), np.float32), scratch(0, (a,), np.float64), scratch(0, (a, b, 3), np.int32))
+        on_stack = scratch(24, (2, 3, 4), np.float64)
+        on_stack[:] = 1.5  # writable, all 24 numbers
+        offsets = [arrays[0].ctypes.data % 64, arrays[1].ctypes.data % 64, arrays[2].ctypes.data % 64,
+                   on_stack.ctypes.data % 64]
+        return offsets, arrays[0].shape, arrays[2].shape, on_stack.shape, on_stack.sum()
+
+    for a in range(1, 9):
+        assert addresses(a, 5) == ([0, 0, 0, 0], (a, 5), (a, 5, 3), (2, 3, 4), 36.0)
 
 
 @pytest.mark.parametrize("M", [5, 32, 40, 64, 70, 100, 327, 600])

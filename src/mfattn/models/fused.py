@@ -92,7 +92,9 @@ try:  # numba is a pinned dependency, but the engine must still run where it can
     import numba
     from numba import njit, prange, types
     from numba.core import cgutils
+    from numba.core.imputils import impl_ret_new_ref
     from numba.extending import intrinsic, overload
+    from numba.np.arrayobj import _empty_nd_impl
 
     # OpenMP first: measured on 2 cores beside torch (whose own OpenMP threads spin for a while
     # after each operation), numba's workqueue pool waited on those spinning threads, about 250 us
@@ -196,20 +198,47 @@ if numba is not None:
             return ptr
         return types.CPointer(dtype.dtype)(n, dtype), codegen
 
-    @njit(inline="always", cache=True, error_model="numpy")
-    def _scratch(n, shape, dtype):  # pragma: no cover - compiled
+    def _scratch(n, shape, dtype):  # pragma: no cover - its compiled forms are the overload below
         # an uninitialised array of `shape`, starting on a cache line (64 bytes: no vector load of a row
         # straddles two where rows are whole lines): on the stack where n, its size, is a constant of
         # the code, so that the compiler may keep its rows in registers; on the heap where n is 0
         # (shapes read at run time)
-        if n:
-            return numba.carray(_stack(n, dtype), shape)
-        size = 1
-        for d in shape:
-            size *= d
-        buf = np.empty(size + 64, dtype)
-        at = (-buf.ctypes.data) % 64 // buf.itemsize
-        return buf[at:at + size].reshape(shape)
+        raise NotImplementedError
+
+    @overload(_scratch, inline="always", prefer_literal=True)
+    def _scratch_compiled(n, shape, dtype):  # pragma: no cover - compiled
+        if isinstance(n, types.IntegerLiteral) and n.literal_value:  # one form compiled per call site
+            def on_stack(n, shape, dtype):
+                return numba.carray(_stack(n, dtype), shape)
+            return on_stack
+
+        def on_heap(n, shape, dtype):
+            return _empty_lines(shape, dtype)
+        return on_heap
+
+    class _Lines:
+        # numba's target context, but for arrays aligned to a cache line (its own np.empty aligns to 32 bytes)
+        def __init__(self, context):
+            self._context = context
+
+        def __getattr__(self, name):
+            return getattr(self._context, name)
+
+        def get_preferred_array_alignment(self, ty):
+            return 64
+
+    @intrinsic
+    def _empty_lines(typingctx, shape, dtype):  # pragma: no cover - compiled
+        # np.empty(shape, dtype), its data starting on a 64-byte line: numba's own allocation
+        # (numba.np.arrayobj._empty_nd_impl; environment.yml pins numba) with the alignment raised
+        arrtype = types.Array(dtype.dtype, len(shape), "C")
+
+        def codegen(context, builder, sig, args):
+            dims = [context.cast(builder, v, t, types.intp)
+                    for v, t in zip(cgutils.unpack_tuple(builder, args[0]), shape.types)]
+            ary = _empty_nd_impl(_Lines(context), builder, arrtype, dims)
+            return impl_ret_new_ref(context, builder, arrtype, ary._getvalue())
+        return arrtype(shape, dtype), codegen
 
     @njit(inline="always", cache=True, error_model="numpy")
     def _exp_bits(H, P, n):  # pragma: no cover - compiled
