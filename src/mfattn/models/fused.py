@@ -81,8 +81,9 @@ COMPILED_WIDTHS = (BLOCK_FLOAT32, 2 * BLOCK_FLOAT32)
 #: the float32 gradient pass at (8, 4, 2), 1.2-1.45x in float64, the same bits (``tests/test_fused.py``).
 #: Each such kernel compiles on its first call (about 6 s, then loaded from numba's cache).
 SHAPES = ((8, 4, 2), (16, 8, 2))
-#: The most scratch a task of the kernels of :data:`SHAPES` keeps on its thread's stack, in bytes (the
-#: shapes above need at most 110 KB; a thread's stack holds 2 MB or more unless OMP_STACKSIZE says less).
+#: The most scratch a task of the kernels of :data:`SHAPES` keeps on its thread's stack, in bytes,
+#: counted as float64 numbers (the shapes above: at most 217 KB so counted, 110 KB in fact; a thread's
+#: stack holds 2 MB or more unless OMP_STACKSIZE says less).
 STACK_BYTES = 1 << 18
 #: Parallel tasks aimed at per call, whatever the thread count (a fixed split keeps results
 #: independent of it): enough to keep 16 cores busy when blocks are few.
@@ -122,6 +123,15 @@ def available() -> bool:
     True
     """
     return numba is not None
+
+
+def _stack_sizes(width: int, shape) -> tuple:
+    """The scratch sizes, in numbers, of the head kernels of blocks of ``width`` heads compiled for
+    ``shape`` (L, d_x, d_k): those of ``_head_task``'s rows (L d_k H, L H, H, d_k H, H + 2) and of the
+    output row o (d_x H); all zeros where the shape is read at run time (``(0, 0, 0)``: on the heap)."""
+    L, d_x, d_k = shape
+    on = 1 if L else 0
+    return (on * L * d_k * width, on * L * width, on * width, on * d_k * width, on * (width + 2)), on * d_x * width
 
 
 if numba is not None:
@@ -337,10 +347,7 @@ if numba is not None:
         # With `shape` (L, d_x, d_k) constants too (SHAPES, _kernels), every scratch row lies on the
         # stack (_scratch) and every loop has a fixed length.
         LC, DXC, DKC = shape
-        on = 1 if LC else 0
-        # the scratch sizes where they are constants (see _head_task), and that of o (d_x, H)
-        n = (on * LC * DKC * width, on * LC * width, on * width, on * DKC * width, on * (width + 2))
-        n_o = on * DXC * width
+        n, n_o = _stack_sizes(width, shape)
         @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
         def sum_kernel(X, Wb, w, scale, d_k, run, n_runs, groups, splits, partial, C, P):  # pragma: no cover - compiled
             # partial[g, b, l, x] = sum over the runs i = g, g + groups, ... < n_runs, in order, of the sum
@@ -622,13 +629,15 @@ def _kernels(H: int, X: torch.Tensor, d_k: int):
     """The head kernels (sum, gradient, energy) for blocks of H heads over sequences X: those of X's
     shape where it is one of :data:`SHAPES`, H a compiled width and the scratch of a task on the stack
     at most :data:`STACK_BYTES` (made on first use), else those of the width alone."""
-    L, d_x = X.shape[1], X.shape[2]
-    key = (H, L, d_x, d_k)
-    stack = 8 * H * (L * (5 * d_k + 2) + d_x + 3 * d_k + 6)  # bytes: Q, K, V, dK, dV, s, dA, o, av, ... (float64)
-    if H in COMPILED_WIDTHS and key[1:] in SHAPES and stack <= STACK_BYTES:
-        if key not in _SHAPED:
-            _SHAPED[key] = _head_kernels(H, key[1:])
-        return _SHAPED[key]
+    key = (H, X.shape[1], X.shape[2], d_k)
+    if H in COMPILED_WIDTHS and key[1:] in SHAPES:
+        n, n_o = _stack_sizes(H, key[1:])
+        # bytes in float64, every kernel's rows together (an upper bound on any one kernel's):
+        # Q, K, V, dK, dV; s, dA; mx, den, r, q; av, dav, dq; pw; o
+        if 8 * (5 * n[0] + 2 * n[1] + 4 * n[2] + 3 * n[3] + n[4] + n_o) <= STACK_BYTES:
+            if key not in _SHAPED:
+                _SHAPED[key] = _head_kernels(H, key[1:])
+            return _SHAPED[key]
     return _KERNELS.get(H, _KERNELS[0])
 
 
