@@ -44,8 +44,9 @@ def _rk4(task_name, p, device, h, zeta, record):
         stepper, prof = make_stepper("rk4"), as_profile(zeta)
 
         def grad(s, points):
-            r, _, g, _ = model.evaluate(X, Y, points, weights, risk=s == 0 and record)
-            if s == 0 and record:
+            recording = s == 0 and record  # the risk only where it is recorded, as the integrator does
+            r, _, g, _ = model.evaluate(X, Y, points, weights, risk=recording)
+            if recording:
                 float(r), float(model.weighted_sq_norm(weights, g))
             return g
 

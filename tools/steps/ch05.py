@@ -45,8 +45,9 @@ def _rk4(p, device, n):
         stepper, prof = make_stepper("rk4"), as_profile(1.0)
 
         def grad(s, points):
-            r, _, gr, _ = model.evaluate(X, Y, points, weights, risk=s == 0)
-            if s == 0:
+            recording = s == 0  # the risk only where it is recorded, as the integrator does
+            r, _, gr, _ = model.evaluate(X, Y, points, weights, risk=recording)
+            if recording:
                 float(r), float(model.weighted_sq_norm(weights, gr))
             return gr
 

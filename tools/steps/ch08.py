@@ -40,8 +40,9 @@ def _runner(model, data, heads0, stepper, h, *, reuse=True, keep=None, keep_stag
         k, stages = st["k"], []
 
         def grad(s, pts):
-            r, G, g, _ = model.evaluate(X, Y, pts, w, risk=s == 0 and reuse)
-            if s == 0 and reuse:
+            recording = s == 0 and reuse  # the risk only where it is recorded, as the integrator does
+            r, G, g, _ = model.evaluate(X, Y, pts, w, risk=recording)
+            if recording:
                 float(r), float(model.weighted_sq_norm(w, g))
             if keep_stages:
                 stages.append(G)

@@ -29,8 +29,9 @@ def flow_step(model, X, Y, heads, weights, h, *, stepper: str = "rk4", zeta: flo
         stages = []
 
         def grad(s, points):
-            r, G, g, _ = model.evaluate(X, Y, points, weights, risk=s == 0)
-            if s == 0:
+            recording = s == 0  # the risk only where it is recorded, as the integrator does
+            r, G, g, _ = model.evaluate(X, Y, points, weights, risk=recording)
+            if recording:
                 float(r), float(model.weighted_sq_norm(weights, g))
             stages.append(G)
             return g
